@@ -1,0 +1,29 @@
+# Two commands for a fresh machine: `make serve` (install and start everything) and `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install serve test lint openapi bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+
+serve: install
+	$(BIN)/mmc serve
+
+test: install
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
+	$(BIN)/ruff check .
+
+lint: install
+	$(BIN)/ruff check .
+
+openapi: install
+	$(BIN)/python -m service.openapi_export
+
+bench: install
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

@@ -1,0 +1,412 @@
+"""Shared estimator base, input validation, portable model export and clustering metrics.
+
+Every algorithm in this package is a scikit-learn estimator built on :class:`MMCEstimatorMixin`:
+
+* hyper-parameters live in ``__init__`` only and are validated in ``fit`` against the algorithm's
+  pydantic params model (the same model the service uses for its request schema, so the library
+  and the API accept exactly the same parameters);
+* ``fit(X, y=None, *, progress=None)`` calls ``progress(step, objective, message)`` at least once
+  per outer iteration;
+* ``to_model()`` returns ``(meta, arrays)``: JSON-serialisable metadata and plain numeric arrays,
+  stored as JSON + ``.npz`` and loaded with ``allow_pickle=False``; ``from_model(meta, arrays)``
+  rebuilds a fitted estimator. Nothing a client stores can execute code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from scipy.optimize import linear_sum_assignment
+from sklearn.svm import SVC
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from algorithms.kernels import pairwise_kernel
+
+ProgressCallback = Callable[[int, float | None, str], None]
+
+MODEL_FORMAT = "mmc-model/1"
+
+# ---------------------------------------------------------------------------------------------
+# Parameter models: one pydantic model per algorithm, shared field types so names mean the same
+# thing everywhere (DESIGN.md, "Parameter names are the same across algorithms").
+# ---------------------------------------------------------------------------------------------
+
+NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters k.")]
+KernelParam = Annotated[
+    Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
+]
+GammaParam = Annotated[
+    float | Literal["auto", "scale"],
+    Field(
+        description=(
+            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the seed's own "
+            "heuristic (see the algorithm's documentation); 'scale' is 1 / (n_features * X.var())."
+        )
+    ),
+]
+RandomStateParam = Annotated[
+    int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
+]
+
+
+class AlgorithmParams(BaseModel):
+    """Base of every algorithm's parameter model: unknown parameters are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def estimator_kwargs(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "parameters"
+        parts.append(f"invalid parameter {where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Input validation
+# ---------------------------------------------------------------------------------------------
+
+
+def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> np.ndarray:
+    """Convert ``X`` to a finite 2-D float64 array (or CSR matrix), with errors that say what to fix."""
+    if sp.issparse(X):
+        if not accept_sparse:
+            raise ValueError(f"{name} is a sparse matrix; this algorithm needs a dense array")
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D")
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
+        return X
+    if isinstance(X, list | tuple) and len(X) and isinstance(X[0], list | tuple | np.ndarray):
+        widths = {len(row) for row in X}
+        if len(widths) > 1:
+            raise ValueError(
+                f"{name} is ragged: rows have {sorted(widths)} features; every row needs the same count"
+            )
+    try:
+        array = np.asarray(X)
+    except ValueError as exc:  # numpy refuses inhomogeneous nesting
+        raise ValueError(f"{name} is ragged or not numeric: {exc}") from None
+    if array.dtype.kind in "OUSV" or array.dtype == bool:
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)") from None
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)")
+    if array.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {array.ndim}D array instead: {name} must be a matrix with one "
+            "row per point (reshape a single feature with X.reshape(-1, 1))"
+        )
+    if array.shape[1] == 0:
+        raise ValueError(f"{name} has 0 features; each point needs at least one")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
+    return array
+
+
+def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None:
+    """Checks every clustering fit makes: enough points, and not all the same point."""
+    n_samples = X.shape[0]
+    if n_samples < max(n_clusters, 2):
+        raise ValueError(
+            f"n_samples={n_samples} is fewer than n_clusters={n_clusters}: "
+            "clustering needs at least as many points as clusters (and at least 2)"
+        )
+    if sp.issparse(X):
+        spread = (X.max(axis=0) - X.min(axis=0)).toarray()
+    else:
+        spread = np.ptp(X, axis=0)
+    if not np.any(spread > 0):
+        raise ValueError("all points in X are identical: there is nothing to cluster")
+
+
+def check_partial_labels(y: Any, n_samples: int) -> np.ndarray | None:
+    """Partial labels for semi-supervised modes: integers, ``-1`` = unknown. ``None`` if absent."""
+    if y is None:
+        return None
+    labels = np.asarray(y)
+    if labels.ndim != 1 or labels.shape[0] != n_samples:
+        raise ValueError(f"y must be 1-D with one entry per point ({n_samples}), got {labels.shape}")
+    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
+        labels = labels.astype(np.int64)
+    if labels.dtype.kind not in "iu":
+        raise ValueError("y must hold integer labels, with -1 for unknown")
+    return labels.astype(np.int64)
+
+
+def report(progress: ProgressCallback | None, step: int, objective: float | None, message: str):
+    """Forward a progress event when a callback was given."""
+    if progress is not None:
+        value = None if objective is None or not math.isfinite(objective) else float(objective)
+        progress(int(step), value, message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Portable arrays: npz bytes that load with allow_pickle=False
+# ---------------------------------------------------------------------------------------------
+
+
+def arrays_to_npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Serialise numeric arrays to compressed ``.npz`` bytes; object arrays are refused."""
+    buffer = io.BytesIO()
+    clean = {}
+    for key, value in arrays.items():
+        array = np.asarray(value)
+        if array.dtype.kind not in "biufc":
+            raise TypeError(f"array {key!r} has dtype {array.dtype}; only numeric arrays are portable")
+        clean[key] = array
+    np.savez_compressed(buffer, **clean)
+    return buffer.getvalue()
+
+
+def npz_bytes_to_arrays(data: bytes) -> dict[str, np.ndarray]:
+    """Inverse of :func:`arrays_to_npz_bytes`; never unpickles."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
+def save_model(estimator: MMCEstimatorMixin, path_prefix: str) -> tuple[str, str]:
+    """Write ``<prefix>.json`` and ``<prefix>.npz``; returns both paths."""
+    meta, arrays = estimator.to_model()
+    json_path, npz_path = f"{path_prefix}.json", f"{path_prefix}.npz"
+    with open(json_path, "w", encoding="utf-8") as handle:
+        json.dump(meta, handle)
+    with open(npz_path, "wb") as handle:
+        handle.write(arrays_to_npz_bytes(arrays))
+    return json_path, npz_path
+
+
+def _jsonable(value: Any) -> Any:
+    """Make parameter values JSON-safe (numpy scalars to Python, RandomState instances dropped)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimator base
+# ---------------------------------------------------------------------------------------------
+
+
+class MMCEstimatorMixin:
+    """Parameter validation and portable export shared by every estimator of the package.
+
+    Subclasses set ``params_model`` and implement ``_export_state`` / ``_import_state``.
+    """
+
+    params_model: ClassVar[type[AlgorithmParams]]
+
+    def _validate_params(self) -> AlgorithmParams:
+        """Check ``get_params()`` against the pydantic model; raise ``ValueError`` naming the field."""
+        params = dict(self.get_params(deep=False))  # type: ignore[attr-defined]
+        # random_state may be a RandomState instance in library use; validate it the sklearn way.
+        if "random_state" in params:
+            check_random_state(params["random_state"])
+            if not (params["random_state"] is None or isinstance(params["random_state"], int)):
+                params["random_state"] = None
+        try:
+            return self.params_model.model_validate(params)
+        except ValidationError as error:
+            raise ValueError(_format_validation_error(error)) from None
+
+    # -- export ---------------------------------------------------------------------------------
+    def _export_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        raise NotImplementedError
+
+    def _import_state(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def to_model(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Portable model: ``(meta, arrays)``, JSON metadata and numeric arrays (no pickle)."""
+        check_is_fitted(self)
+        state, arrays = self._export_state()
+        meta = {
+            "format": MODEL_FORMAT,
+            "estimator": type(self).__name__,
+            "params": _jsonable(self.get_params(deep=False)),  # type: ignore[attr-defined]
+            "n_features_in": int(getattr(self, "n_features_in_", 0)),
+            "state": _jsonable(state),
+        }
+        json.dumps(meta)  # fail here, not in the store, if something is not JSON
+        return meta, {key: np.asarray(value) for key, value in arrays.items()}
+
+    @classmethod
+    def from_model(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]):
+        """Rebuild a fitted estimator from :meth:`to_model` output."""
+        if meta.get("format") != MODEL_FORMAT:
+            raise ValueError(f"unsupported model format {meta.get('format')!r}")
+        if meta.get("estimator") != cls.__name__:
+            raise ValueError(f"model is a {meta.get('estimator')}, not a {cls.__name__}")
+        estimator = cls(**meta["params"])
+        estimator.n_features_in_ = int(meta.get("n_features_in", 0))
+        estimator._import_state(dict(meta.get("state", {})), dict(arrays))
+        return estimator
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics and class balance
+# ---------------------------------------------------------------------------------------------
+
+
+def clustering_error(y_true: Any, y_pred: Any) -> float:
+    """Share of points misassigned after the best one-to-one matching of clusters to classes.
+
+    The matching is Hungarian (``linear_sum_assignment``) on the contingency table, so it works when
+    the numbers of clusters and classes differ; points labeled ``-1`` (outliers) count as errors.
+    """
+    truth = np.asarray(y_true).ravel()
+    pred = np.asarray(y_pred).ravel()
+    if truth.shape != pred.shape:
+        raise ValueError(f"y_true and y_pred differ in length: {truth.shape[0]} vs {pred.shape[0]}")
+    if truth.size == 0:
+        raise ValueError("cannot score an empty labeling")
+    classes, truth_index = np.unique(truth, return_inverse=True)
+    assigned = pred != -1
+    clusters, pred_index = np.unique(pred[assigned], return_inverse=True)
+    table = np.zeros((clusters.size, classes.size), dtype=np.int64)
+    np.add.at(table, (pred_index, truth_index[assigned]), 1)
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return 1.0 - table[rows, cols].sum() / truth.size
+
+
+def balance_limit(n_samples: int, class_balance: float) -> float:
+    """The seeds' ``l`` in ``-l <= e^T y <= l`` from the fraction ``class_balance = l / n``."""
+    return float(class_balance) * n_samples
+
+
+def labels_from_leading_eigenvector(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two-class labels ``{0, 1}`` from the sign of ``sqrt(lambda_1) v_1`` of a label matrix ``M ~ yy^T``.
+
+    Returns ``(labels, scores)``; ``scores = sqrt(lambda_1) v_1`` is the relaxed ``y``. The sign
+    of an eigenvector is arbitrary, so it is fixed to make the first point's score non-negative.
+    """
+    eigvals, eigvecs = np.linalg.eigh((M + M.T) / 2.0)
+    scores = np.sqrt(max(eigvals[-1], 0.0)) * eigvecs[:, -1]
+    if scores[0] < 0:
+        scores = -scores
+    return (scores < 0).astype(np.int64), scores
+
+
+# ---------------------------------------------------------------------------------------------
+# Out-of-sample model: SVMs trained on found labels (iterSVR section 3.2.1, thesis section 3.4)
+# ---------------------------------------------------------------------------------------------
+
+
+class KernelExpansionClassifier:
+    """``f_c(x) = sum_j K(x, s_j) a_jc + b_c`` over support vectors ``s_j``, one column per class.
+
+    Built from libsvm (``sklearn.svm.SVC``) one-vs-rest on labels found by a clustering algorithm,
+    reusing the training kernel matrix when it is given. Two classes use one column (positive means
+    label 1). Exported as plain arrays, so predict needs numpy only.
+    """
+
+    def __init__(
+        self,
+        support_vectors: np.ndarray,
+        dual_coef: np.ndarray,
+        intercept: np.ndarray,
+        classes: np.ndarray,
+        kernel: str,
+        gamma: float,
+    ):
+        self.support_vectors = np.asarray(support_vectors, dtype=np.float64)
+        self.dual_coef = np.asarray(dual_coef, dtype=np.float64)
+        self.intercept = np.asarray(intercept, dtype=np.float64)
+        self.classes = np.asarray(classes, dtype=np.int64)
+        self.kernel = kernel
+        self.gamma = float(gamma)
+
+    @classmethod
+    def fit(
+        cls,
+        X: np.ndarray,
+        labels: np.ndarray,
+        *,
+        kernel: str,
+        gamma: float,
+        C: float = 1.0,
+        K: np.ndarray | None = None,
+    ) -> KernelExpansionClassifier:
+        """Train on the points with a label ``>= 0``; ``K`` is the kernel of ``X`` if precomputed."""
+        labels = np.asarray(labels)
+        known = np.flatnonzero(labels >= 0)
+        classes = np.unique(labels[known])
+        if classes.size < 2:
+            raise ValueError("an out-of-sample SVM needs at least two non-empty clusters")
+        if K is None:
+            K = pairwise_kernel(X[known], kernel=kernel, gamma=gamma)
+        else:
+            K = K[np.ix_(known, known)]
+        targets = [classes[1]] if classes.size == 2 else list(classes)
+        columns, intercepts, support = [], [], set()
+        for target in targets:
+            svm = SVC(C=C, kernel="precomputed", tol=1e-4)
+            svm.fit(K, (labels[known] == target).astype(int))
+            coef = np.zeros(known.size)
+            coef[svm.support_] = svm.dual_coef_[0]
+            columns.append(coef)
+            intercepts.append(svm.intercept_[0])
+            support.update(svm.support_.tolist())
+        support_index = np.array(sorted(support), dtype=np.int64)
+        dual = np.stack(columns, axis=1)[support_index]
+        return cls(X[known][support_index], dual, np.array(intercepts), classes, kernel, gamma)
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        scores = pairwise_kernel(X, self.support_vectors, kernel=self.kernel, gamma=self.gamma)
+        values = scores @ self.dual_coef + self.intercept[None, :]
+        return values[:, 0] if values.shape[1] == 1 else values
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        values = self.decision_function(X)
+        if values.ndim == 1:
+            return np.where(values > 0, self.classes[1], self.classes[0])
+        return self.classes[np.argmax(values, axis=1)]
+
+    @property
+    def n_support(self) -> int:
+        return int(self.support_vectors.shape[0])
+
+    def to_export(self, prefix: str = "svm_") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        meta = {"kernel": self.kernel, "gamma": self.gamma}
+        arrays = {
+            f"{prefix}support_vectors": self.support_vectors,
+            f"{prefix}dual_coef": self.dual_coef,
+            f"{prefix}intercept": self.intercept,
+            f"{prefix}classes": self.classes,
+        }
+        return meta, arrays
+
+    @classmethod
+    def from_export(
+        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], prefix: str = "svm_"
+    ) -> KernelExpansionClassifier:
+        return cls(
+            arrays[f"{prefix}support_vectors"],
+            arrays[f"{prefix}dual_coef"],
+            arrays[f"{prefix}intercept"],
+            arrays[f"{prefix}classes"],
+            meta["kernel"],
+            meta["gamma"],
+        )

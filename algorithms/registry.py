@@ -1,0 +1,117 @@
+"""Name -> algorithm spec: estimator class, parameter model, capabilities and limits.
+
+The service builds its request schema, ``/v1/algorithms`` and queue routing from this table, so
+adding an algorithm means adding its module and one entry to ``_SPECS`` below: no service change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from algorithms.base import AlgorithmParams
+from algorithms.itersvr import IterSVR, IterSVRParams
+
+InputKind = Literal["vectors", "sequences"]
+LabelUse = Literal["none", "optional", "required"]
+QueueName = Literal["fast", "slow"]
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """Everything the service needs to know about one algorithm.
+
+    ``queue`` and ``max_n`` may depend on the parameters (an SDP method of an algorithm that also
+    has a fast method goes to ``slow``), hence the optional callables.
+    """
+
+    name: str
+    estimator: type
+    params_model: type[AlgorithmParams]
+    summary: str
+    seed: str
+    input_kind: InputKind = "vectors"
+    labels: LabelUse = "none"
+    queue: QueueName = "fast"
+    max_n: int = 50_000
+    timeout_seconds: int = 600
+    retry_safe: bool = True
+    accepts_sparse: bool = False
+    queue_rule: Callable[[AlgorithmParams], QueueName] | None = None
+    max_n_rule: Callable[[AlgorithmParams], int] | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def queue_for(self, params: AlgorithmParams) -> QueueName:
+        return self.queue_rule(params) if self.queue_rule else self.queue
+
+    def max_n_for(self, params: AlgorithmParams) -> int:
+        return self.max_n_rule(params) if self.max_n_rule else self.max_n
+
+    def parse_params(self, raw: Mapping[str, Any] | None) -> AlgorithmParams:
+        return self.params_model.model_validate(dict(raw or {}))
+
+    def build(self, params: AlgorithmParams | Mapping[str, Any] | None = None):
+        """A fresh, unfitted estimator for validated parameters."""
+        if not isinstance(params, AlgorithmParams):
+            params = self.parse_params(params)
+        return self.estimator(**params.estimator_kwargs())
+
+    def describe(self) -> dict[str, Any]:
+        """JSON description for ``GET /v1/algorithms``."""
+        return {
+            "name": self.name,
+            "summary": self.summary,
+            "seed": self.seed,
+            "estimator": self.estimator.__name__,
+            "input_kind": self.input_kind,
+            "labels": self.labels,
+            "queue": self.queue,
+            "max_n": self.max_n,
+            "timeout_seconds": self.timeout_seconds,
+            "accepts_sparse": self.accepts_sparse,
+            "params_schema": self.params_model.model_json_schema(),
+            "notes": dict(self.notes),
+        }
+
+
+_SPECS: tuple[AlgorithmSpec, ...] = (
+    AlgorithmSpec(
+        name="itersvr",
+        estimator=IterSVR,
+        params_model=IterSVRParams,
+        summary=(
+            "Iterative SVR with the Laplacian loss and class balance by bias search; "
+            "k > 2 by recursive bisection."
+        ),
+        seed="iterSVR_zhang_tsang_kwok_2007",
+        labels="none",
+        queue="fast",
+        max_n=100_000,
+        timeout_seconds=900,
+    ),
+)
+
+REGISTRY: dict[str, AlgorithmSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def get_spec(name: str) -> AlgorithmSpec:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+
+
+def algorithm_names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def model_from_export(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]):
+    """Rebuild any registered estimator from its portable export, by the class name in ``meta``."""
+    by_class = {spec.estimator.__name__: spec.estimator for spec in _SPECS}
+    estimator_class = by_class.get(str(meta.get("estimator")))
+    if estimator_class is None:
+        raise ValueError(f"model names an unknown estimator {meta.get('estimator')!r}")
+    return estimator_class.from_model(meta, arrays)
