@@ -231,6 +231,26 @@ class MMCEstimatorMixin:
         except ValidationError as error:
             raise ValueError(_format_validation_error(error)) from None
 
+    # Fitted attributes reported with a job's result when present (DESIGN.md: "algorithm extras").
+    _result_attributes: ClassVar[tuple[str, ...]] = (
+        "objective_", "n_iter_", "gamma_", "solver_", "n_support_", "objective_history_",
+        "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
+    )
+
+    def result_extras(self) -> dict[str, Any]:
+        """JSON-ready fitted extras for the job result (objective, iterations, solver warnings...).
+
+        Subclasses add names to ``_result_attributes``; arrays become lists.
+        """
+        extras = {}
+        for name in self._result_attributes:
+            if hasattr(self, name):
+                value = getattr(self, name)
+                extras[name.rstrip("_")] = _jsonable(
+                    value.tolist() if isinstance(value, np.ndarray) else value
+                )
+        return extras
+
     # -- export ---------------------------------------------------------------------------------
     def _export_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise NotImplementedError
