@@ -1,0 +1,120 @@
+"""FastAPI app factory: ``uvicorn --factory service.app:create_app``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from fastapi import FastAPI
+from redis import Redis
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from algorithms.registry import REGISTRY
+from service.jobs import JobService
+from service.metrics import Metrics
+from service.model_cache import ModelCache
+from service.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
+from service.routes import algorithms, datasets, health, jobs, models
+from service.schemas import build_job_request_model
+from service.settings import Settings, get_settings
+from service.stores import Stores
+
+DESCRIPTION = """Maximum margin clustering as a service.
+
+POST data and an algorithm to `/v1/jobs`, poll the job, read labels from its result and label new
+points with `/v1/models/{id}/predict`. Every error is an RFC 9457 `application/problem+json`
+document. The algorithms and their parameters come from the registry: see `/v1/algorithms`.
+"""
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body exceeds the limit of {limit} bytes "
+                              "(MMC_MAX_BODY_BYTES); upload large data with POST /v1/datasets "
+                              "as .npy, or split it")
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``limit`` bytes: by Content-Length at once, else while streaming."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            body = json.dumps({"type": "about:blank", "title": "Content too large", "status": 413,
+                               "detail": BodyTooLarge(self.limit).detail,
+                               "instance": scope["path"]}).encode()
+            await send({"type": "http.response.start", "status": 413, "headers": [
+                (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return None
+        received = 0
+
+        async def limited_receive():
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        return await self.app(scope, limited_receive, send)
+
+
+class MetricsMiddleware:
+    def __init__(self, app, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe_request(scope["method"], route, status,
+                                         time.perf_counter() - started)
+
+
+def create_app(settings: Settings | None = None, redis: Redis | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="mmc-service",
+        version="1.0.0",
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings
+    app.state.redis = redis or Redis.from_url(settings.redis_url, health_check_interval=30)
+    app.state.api_keys = [k.strip() for k in settings.api_keys.split(",") if k.strip()]
+    app.state.stores = Stores(app.state.redis, settings)
+    app.state.jobs = JobService(app.state.redis, settings)
+    app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
+    app.state.metrics = Metrics()
+
+    install_problem_handlers(app)
+    app.include_router(algorithms.router)
+    app.include_router(datasets.router)
+    app.include_router(jobs.build_router(build_job_request_model(REGISTRY)))
+    app.include_router(models.router)
+    app.include_router(health.router)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    return app

@@ -1,0 +1,140 @@
+"""Checks that keep bad input away from the workers: every failure is a 422 naming the field.
+
+The schema already guarantees types (numbers, integers); these are the checks a schema cannot
+express: rectangular finite matrices, enough points for the clusters, size limits per algorithm,
+labels as the algorithm needs them, feature counts at predict.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from algorithms.base import AlgorithmParams, as_float_matrix, check_clustering_input
+from algorithms.registry import AlgorithmSpec
+from service.problems import ProblemError, field_error
+
+
+def matrix_or_422(X: Any, field: str) -> np.ndarray:
+    if X is None or (len(X) == 0 if isinstance(X, list) else np.asarray(X).size == 0):
+        raise field_error(422, field, "is empty: send at least one row of numbers")
+    try:
+        return as_float_matrix(X)
+    except ValueError as exc:
+        raise field_error(422, field, str(exc)) from None
+
+
+@dataclass
+class PreparedInput:
+    n_samples: int
+    n_features: int | None
+    X: np.ndarray | None = None
+    dataset_id: str | None = None
+    y: list[int] | None = None
+    sequences: list[list[int]] | None = None
+
+
+def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int) -> None:
+    limit = spec.max_n_for(params)
+    if n <= limit:
+        return
+    hint = ""
+    for key in ("alternative", "large_n", "scaling"):
+        if spec.notes.get(key):
+            hint = f"; {spec.notes[key]}"
+            break
+    raise field_error(
+        422, "body.data",
+        f"{n} points exceed max_n={limit} for {spec.name} with these parameters{hint}",
+        "too_many_points",
+    )
+
+
+def _labels(spec: AlgorithmSpec, y: list[int] | None, n: int) -> list[int] | None:
+    if spec.labels == "none":
+        if y is not None:
+            raise field_error(422, "body.data.y", f"{spec.name} does not take labels; omit y")
+        return None
+    if y is None:
+        if spec.labels == "required":
+            raise field_error(422, "body.data.y", f"{spec.name} needs labels y, one per point")
+        return None
+    if len(y) != n:
+        raise field_error(422, "body.data.y", f"has {len(y)} labels for {n} points")
+    if spec.labels == "required" and len(set(y)) < 2:
+        raise field_error(422, "body.data.y", "needs at least two classes")
+    return y
+
+
+def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
+                      load_dataset) -> PreparedInput:
+    """Validate ``data`` for ``spec``; ``load_dataset(id)`` returns a stored matrix or ``None``."""
+    if spec.input_kind == "sequences":
+        for name in ("X", "dataset_id"):
+            if getattr(data, name) is not None:
+                raise field_error(422, f"body.data.{name}",
+                                  f"{spec.name} takes data.sequences, not {name}")
+        if not data.sequences:
+            raise field_error(422, "body.data.sequences", "is required and must not be empty")
+        for i, seq in enumerate(data.sequences):
+            if not seq:
+                raise field_error(422, f"body.data.sequences.{i}", "is empty")
+            if min(seq) < 0:
+                raise field_error(422, f"body.data.sequences.{i}", "holds negative symbols")
+        n = len(data.sequences)
+        _size_limit(spec, params, n)
+        y = _labels(spec, data.y, n)
+        return PreparedInput(n, None, sequences=data.sequences, y=y)
+
+    if data.sequences is not None:
+        raise field_error(422, "body.data.sequences", f"{spec.name} takes X or dataset_id")
+    if (data.X is None) == (data.dataset_id is None):
+        raise field_error(422, "body.data", "send exactly one of X or dataset_id")
+    dataset_id = data.dataset_id
+    if dataset_id is not None:
+        X = load_dataset(dataset_id)
+        if X is None:
+            raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
+    else:
+        X = matrix_or_422(data.X, "body.data.X")
+    n = X.shape[0]
+    _size_limit(spec, params, n)
+    n_clusters = getattr(params, "n_clusters", None)
+    if n_clusters is not None:
+        try:
+            check_clustering_input(X, n_clusters)
+        except ValueError as exc:
+            raise field_error(422, "body.data.X", str(exc)) from None
+    y = _labels(spec, data.y, n)
+    return PreparedInput(n, int(X.shape[1]), X=X, dataset_id=dataset_id, y=y)
+
+
+# -- dataset uploads ------------------------------------------------------------------------------
+
+
+def parse_csv(text: str) -> np.ndarray:
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and any(c.strip() for c in row)]
+    if rows:
+        try:
+            [float(c) for c in rows[0]]
+        except ValueError:
+            rows = rows[1:]  # a header line
+    try:
+        values = [[float(c) for c in row] for row in rows]
+    except ValueError as exc:
+        raise field_error(422, "body", f"CSV must hold numbers only ({exc})") from None
+    return matrix_or_422(values, "body")
+
+
+def parse_npy(payload: bytes) -> np.ndarray:
+    try:
+        array = np.load(io.BytesIO(payload), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise field_error(422, "body", f"not a readable .npy array (no pickles): {exc}") from None
+    if isinstance(array, np.lib.npyio.NpzFile):
+        raise field_error(422, "body", "send one .npy array, not an .npz archive")
+    return matrix_or_422(array, "body")

@@ -1,0 +1,42 @@
+"""In-process LRU cache of decoded models, so predict costs one numpy call, not a Redis decode."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from algorithms.base import npz_bytes_to_arrays
+from algorithms.registry import model_from_export
+from service.stores import ModelStore
+
+
+class ModelCache:
+    def __init__(self, store: ModelStore, size: int):
+        self.store = store
+        self.size = size
+        self._items: OrderedDict[str, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, model_id: str) -> tuple[Any, dict[str, Any]] | None:
+        """``(estimator, info)`` or ``None`` when the model does not exist."""
+        with self._lock:
+            if model_id in self._items:
+                self._items.move_to_end(model_id)
+                self.hits += 1
+                return self._items[model_id]
+        info = self.store.info(model_id)
+        loaded = self.store.load(model_id)
+        if info is None or loaded is None:
+            return None
+        meta, payload = loaded
+        entry = (model_from_export(meta, npz_bytes_to_arrays(payload)), info)
+        with self._lock:
+            self.misses += 1
+            if self.size > 0:
+                self._items[model_id] = entry
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return entry

@@ -1,0 +1,102 @@
+"""RFC 9457 problem details for every error the API returns."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger(__name__)
+
+_TITLES = {
+    400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
+    409: "Conflict", 413: "Content too large", 415: "Unsupported media type",
+    422: "Invalid request", 500: "Internal server error", 503: "Service unavailable",
+}
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="Dotted path of the offending value, e.g. body.data.X.3.")
+    message: str
+    type: str = "value_error"
+
+
+class Problem(BaseModel):
+    """``application/problem+json`` body (RFC 9457) with a list of field errors for 422s."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[FieldError] | None = None
+
+
+class ProblemError(Exception):
+    """Raise anywhere in a handler to answer with a problem document."""
+
+    def __init__(self, status: int, detail: str, *, errors: list[dict[str, Any]] | None = None,
+                 headers: dict[str, str] | None = None, title: str | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.errors, self.headers = status, detail, errors, headers
+        self.title = title or _TITLES.get(status, "Error")
+
+
+def field_error(status: int, field: str, message: str, type_: str = "value_error") -> ProblemError:
+    return ProblemError(status, f"{field}: {message}",
+                        errors=[{"field": field, "message": message, "type": type_}])
+
+
+def problem_response(request: Request, status: int, detail: str | None, *, title: str | None = None,
+                     errors: list[dict[str, Any]] | None = None,
+                     headers: dict[str, str] | None = None) -> JSONResponse:
+    body = Problem(title=title or _TITLES.get(status, "Error"), status=status, detail=detail,
+                   instance=request.url.path, errors=errors)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status,
+                        media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for item in exc.errors():
+        loc = [str(part) for part in item.get("loc", ())]
+        errors.append({"field": ".".join(loc), "message": item.get("msg", "invalid"),
+                       "type": item.get("type", "value_error")})
+    return errors
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError):
+        return problem_response(request, exc.status, exc.detail, title=exc.title,
+                                errors=exc.errors, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        errors = _validation_errors(exc)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        if len(errors) > 5:
+            detail += f"; and {len(errors) - 5} more"
+        return problem_response(request, 422, detail, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        return problem_response(request, exc.status_code, str(exc.detail),
+                                headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return problem_response(request, 500, "unexpected server error; this is a bug")
+
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": _TITLES[status]}
+    for status in (404, 409, 413, 422)
+}

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+from redis.exceptions import RedisError
+from rq import Worker
+
+from service.problems import ProblemError
+from service.schemas import Readiness
+from worker.queues import QUEUE_NAMES, get_queue
+
+router = APIRouter(tags=["health"])
+
+
+def _workers_per_queue(request: Request) -> dict[str, int]:
+    redis = request.app.state.redis
+    return {name: Worker.count(queue=get_queue(name, redis)) for name in QUEUE_NAMES}
+
+
+@router.get("/healthz")
+def healthz():
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=Readiness,
+            responses={503: {"description": "Redis unreachable or a queue has no worker"}})
+def readyz(request: Request):
+    """Redis answers and every queue has at least one worker listening."""
+    try:
+        request.app.state.redis.ping()
+        workers = _workers_per_queue(request)
+    except RedisError as exc:
+        raise ProblemError(503, f"Redis is unreachable: {exc}") from None
+    idle = [name for name, count in workers.items() if count == 0]
+    if idle:
+        raise ProblemError(503, f"no worker listens on queue(s): {', '.join(idle)}")
+    return {"redis": True, "workers": workers}
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(request: Request):
+    """Prometheus text format."""
+    state = request.app.state
+    gauges: dict[str, list] = {}
+    try:
+        redis = state.redis
+        gauges["mmc_queue_jobs"] = [({"queue": q}, float(len(get_queue(q, redis))))
+                                    for q in QUEUE_NAMES]
+        gauges["mmc_queue_workers"] = [({"queue": q}, float(n))
+                                       for q, n in _workers_per_queue(request).items()]
+        gauges["mmc_redis_up"] = [({}, 1.0)]
+    except RedisError:
+        gauges["mmc_redis_up"] = [({}, 0.0)]
+    cache = state.model_cache
+    gauges["mmc_model_cache_hits"] = [({}, float(cache.hits))]
+    gauges["mmc_model_cache_misses"] = [({}, float(cache.misses))]
+    return PlainTextResponse(state.metrics.render(gauges),
+                             media_type="text/plain; version=0.0.4")

@@ -1,0 +1,72 @@
+# No ``from __future__ import annotations``: the request model is built at app creation and
+# FastAPI must see it as a real annotation of the handler.
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel
+
+from service.deps import api_key_header, owner
+from service.jobs import render_job
+from service.problems import PROBLEM_RESPONSES, ProblemError
+from service.schemas import JobPage, JobResource, JobResult
+
+
+def build_router(job_request: type[BaseModel]) -> APIRouter:
+    router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(api_key_header)])
+
+    @router.post("", status_code=202, response_model=JobResource, responses=PROBLEM_RESPONSES)
+    def create_job(
+        body: job_request,  # type: ignore[valid-type]
+        request: Request,
+        response: Response,
+        caller: Annotated[str, Depends(owner)],
+        idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+    ):
+        """Queue a job. With ``Idempotency-Key``, the same key and body return the same job and
+        the same key with another body is a 409."""
+        record, replayed = request.app.state.jobs.create(body, caller, idempotency_key)
+        response.headers["Location"] = f"/v1/jobs/{record['id']}"
+        if replayed:
+            response.headers["Idempotent-Replayed"] = "true"
+        else:
+            request.app.state.metrics.job_created(record["algorithm"])
+        return render_job(record)
+
+    @router.get("", response_model=JobPage)
+    def list_jobs(
+        request: Request,
+        caller: Annotated[str, Depends(owner)],
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    ):
+        """The caller's jobs, newest first."""
+        limit = min(limit, request.app.state.settings.page_size_max)
+        records, total = request.app.state.jobs.list(caller, offset, limit)
+        return {"items": [render_job(r) for r in records], "total": total,
+                "offset": offset, "limit": limit}
+
+    @router.get("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
+    def get_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+        """Status, progress, timing, and the error when it failed."""
+        return render_job(request.app.state.jobs.get(job_id, caller))
+
+    @router.delete("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
+    def cancel_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+        """Cancel a queued or running job; a finished job is a 409."""
+        return render_job(request.app.state.jobs.cancel(job_id, caller))
+
+    @router.get("/{job_id}/result", response_model=JobResult, responses=PROBLEM_RESPONSES)
+    def get_result(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+        """Labels, decision values, algorithm extras and the model id of a succeeded job."""
+        record = request.app.state.jobs.get(job_id, caller)
+        if record["status"] != "succeeded":
+            detail = f"job {job_id} is {record['status']}; a result exists once it has succeeded"
+            if record.get("error"):
+                detail += f" (error: {record['error']['message']})"
+            raise ProblemError(409, detail)
+        result = request.app.state.stores.jobs.get_result(job_id)
+        if result is None:
+            raise ProblemError(404, f"the result of job {job_id} has expired")
+        return result
+
+    return router

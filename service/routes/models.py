@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Depends, Request
+
+from service.deps import api_key_header, owner
+from service.inputs import matrix_or_422
+from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
+from service.schemas import ModelExport, ModelResource, PredictRequest, PredictResponse
+
+router = APIRouter(prefix="/v1/models", tags=["models"],
+                   dependencies=[Depends(api_key_header), Depends(owner)])
+
+
+def _as_list(values):
+    if isinstance(values, np.ndarray):
+        return values.tolist()
+    return [_as_list(v) for v in values]
+
+
+@router.get("/{model_id}", response_model=ModelResource, responses=PROBLEM_RESPONSES)
+def get_model(model_id: str, request: Request):
+    info = request.app.state.stores.models.info(model_id)
+    if info is None:
+        raise ProblemError(404, f"model {model_id} does not exist or has expired")
+    return info
+
+
+@router.get("/{model_id}/export", response_model=ModelExport, responses=PROBLEM_RESPONSES)
+def export_model(model_id: str, request: Request):
+    """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
+    loaded = request.app.state.stores.models.load(model_id)
+    if loaded is None:
+        raise ProblemError(404, f"model {model_id} does not exist or has expired")
+    meta, payload = loaded
+    return {"format": meta.get("format", ""), "meta": meta,
+            "npz_base64": base64.b64encode(payload).decode()}
+
+
+@router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES)
+def predict(model_id: str, body: PredictRequest, request: Request,
+            caller: Annotated[str, Depends(owner)]):
+    """Labels (and decision values where the model has them) for new points, synchronously."""
+    entry = request.app.state.model_cache.get(model_id)
+    if entry is None:
+        raise ProblemError(404, f"model {model_id} does not exist or has expired")
+    estimator, info = entry
+    if info.get("input_kind") == "sequences":
+        if body.sequences is None or body.X is not None:
+            raise field_error(422, "body.sequences", "this model labels sequences; send sequences")
+        if not body.sequences or any(len(s) == 0 for s in body.sequences):
+            raise field_error(422, "body.sequences", "send non-empty integer sequences")
+        data = [np.asarray(s, dtype=np.int64) for s in body.sequences]
+        decision = None
+    else:
+        if body.X is None or body.sequences is not None:
+            raise field_error(422, "body.X", "this model labels points; send X")
+        data = matrix_or_422(body.X, "body.X")
+        expected = info.get("n_features_in")
+        if expected and data.shape[1] != expected:
+            raise field_error(422, "body.X",
+                              f"rows have {data.shape[1]} features; the model was trained on "
+                              f"{expected}")
+        decision = None
+        if hasattr(estimator, "decision_function"):
+            decision = _as_list(estimator.decision_function(data))
+    try:
+        labels = estimator.predict(data)
+    except ValueError as exc:
+        raise field_error(422, "body", str(exc)) from None
+    return {"model_id": model_id, "labels": _as_list(labels), "decision_values": decision}

@@ -1,0 +1,180 @@
+"""Request and response schemas; the job request is generated from the algorithm registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from algorithms.registry import AlgorithmSpec
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+DatasetId = Annotated[
+    str, Field(pattern=r"^[0-9a-f]{64}$", description="Id from POST /v1/datasets.")
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) + "Algorithm"
+
+
+def build_job_request_model(registry: Mapping[str, AlgorithmSpec]) -> type[BaseModel]:
+    """``JobRequest`` with ``algorithm`` a union of one model per registered algorithm,
+    discriminated on ``name``, each carrying that algorithm's own params model."""
+    choices = []
+    for spec in registry.values():
+        choices.append(create_model(
+            _class_name(spec.name),
+            __config__=ConfigDict(extra="forbid"),
+            __doc__=spec.summary,
+            name=(Literal[spec.name], Field(description="Algorithm name.")),
+            params=(spec.params_model, Field(default_factory=spec.params_model)),
+        ))
+    if len(choices) == 1:
+        algorithm: Any = choices[0]
+    else:
+        algorithm = Annotated[Union[tuple(choices)], Field(discriminator="name")]  # noqa: UP007
+    return create_model(
+        "JobRequest",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="A clustering (or classification) job: the algorithm with its parameters and data.",
+        algorithm=(algorithm, ...),
+        data=(JobData, ...),
+    )
+
+
+class JobData(_Strict):
+    """Exactly one of ``X`` or ``dataset_id`` for vector algorithms, ``sequences`` for m3n."""
+
+    X: list[list[float]] | None = Field(None, description="Points as rows of numbers.")
+    dataset_id: DatasetId | None = None
+    y: list[int] | None = Field(
+        None, description="Labels; -1 = unknown for semi-supervised clustering."
+    )
+    sequences: list[list[int]] | None = Field(
+        None, description="Integer observation sequences (sequence algorithms)."
+    )
+
+
+class Progress(BaseModel):
+    step: int = 0
+    objective: float | None = None
+    message: str = ""
+    updated_at: float | None = None
+
+
+class Timing(BaseModel):
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    fit_seconds: float | None = None
+    load_seconds: float | None = None
+    store_seconds: float | None = None
+
+
+class JobError(BaseModel):
+    type: str
+    message: str
+
+
+class AlgorithmRef(BaseModel):
+    name: str
+    params: dict[str, Any]
+
+
+class JobResource(BaseModel):
+    id: str
+    status: JobStatus
+    algorithm: AlgorithmRef
+    queue: str
+    n_samples: int
+    n_features: int | None = None
+    progress: Progress
+    timing: Timing
+    error: JobError | None = None
+    model_id: str | None = None
+    links: dict[str, str]
+
+
+class JobPage(BaseModel):
+    items: list[JobResource]
+    total: int
+    offset: int
+    limit: int
+
+
+class JobResult(BaseModel):
+    job_id: str
+    algorithm: str
+    labels: list[Any] = Field(description="Cluster per point (a list per sequence for m3n).")
+    decision_values: list[Any] | None = None
+    extras: dict[str, Any]
+    warnings: list[str] = []
+    model_id: str
+    n_samples: int
+
+
+class DatasetResource(BaseModel):
+    id: str
+    n_samples: int
+    n_features: int
+    stored_bytes: int
+    created_at: float
+    expires_in_seconds: int
+
+
+class DatasetJSON(_Strict):
+    X: list[list[float]]
+
+
+class ModelResource(BaseModel):
+    id: str
+    algorithm: str
+    estimator: str
+    job_id: str
+    input_kind: str
+    n_features_in: int | None = None
+    params: dict[str, Any]
+    created_at: float
+
+
+class ModelExport(BaseModel):
+    format: str
+    meta: dict[str, Any]
+    npz_base64: str = Field(description="The arrays as .npz bytes (load with allow_pickle=False).")
+
+
+class PredictRequest(_Strict):
+    X: list[list[float]] | None = None
+    sequences: list[list[int]] | None = None
+
+
+class PredictResponse(BaseModel):
+    model_id: str
+    labels: list[Any]
+    decision_values: list[Any] | None = None
+
+
+class AlgorithmDescription(BaseModel):
+    name: str
+    summary: str
+    seed: str
+    estimator: str
+    input_kind: str
+    labels: str
+    queue: str
+    max_n: int
+    timeout_seconds: int
+    accepts_sparse: bool
+    params_schema: dict[str, Any]
+    notes: dict[str, str]
+
+
+class Readiness(BaseModel):
+    redis: bool
+    workers: dict[str, int]

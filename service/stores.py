@@ -1,0 +1,271 @@
+"""Redis records: datasets, jobs, results, models and idempotency keys.
+
+One small class per kind of record, each with its TTL, and every key name in :class:`Keys`.
+Values are JSON strings and ``.npz`` bytes (loaded with ``allow_pickle=False``): nothing read from
+Redis is unpickled. Imported by the API and by the worker, so no web framework here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from redis import Redis
+
+from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
+from service.settings import Settings
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
+FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
+
+
+class Keys:
+    """All Redis key names of the service (RQ keeps its own under ``rq:``)."""
+
+    prefix = "mmc"
+
+    @classmethod
+    def dataset(cls, dataset_id: str) -> str:
+        return f"{cls.prefix}:dataset:{dataset_id}"
+
+    @classmethod
+    def job(cls, job_id: str) -> str:
+        return f"{cls.prefix}:job:{job_id}"
+
+    @classmethod
+    def job_input(cls, job_id: str) -> str:
+        return f"{cls.prefix}:job:{job_id}:input"
+
+    @classmethod
+    def result(cls, job_id: str) -> str:
+        return f"{cls.prefix}:result:{job_id}"
+
+    @classmethod
+    def model(cls, model_id: str) -> str:
+        return f"{cls.prefix}:model:{model_id}"
+
+    @classmethod
+    def owner_jobs(cls, owner: str) -> str:
+        return f"{cls.prefix}:jobs:{owner}"
+
+    @classmethod
+    def idempotency(cls, owner: str, key: str) -> str:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return f"{cls.prefix}:idempotency:{owner}:{digest}"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class DatasetStore:
+    """Content-addressed matrices: the id is the SHA-256 of shape and float64 bytes."""
+
+    def __init__(self, redis: Redis, ttl_seconds: int):
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    @staticmethod
+    def content_id(X: np.ndarray) -> str:
+        array = np.ascontiguousarray(X, dtype=np.float64)
+        digest = hashlib.sha256(f"{array.shape}".encode())
+        digest.update(array.tobytes())
+        return digest.hexdigest()
+
+    def put(self, X: np.ndarray) -> tuple[dict[str, Any], bool]:
+        """Store ``X`` once; returns its description and whether it was new."""
+        dataset_id = self.content_id(X)
+        key = Keys.dataset(dataset_id)
+        if self.redis.exists(key):
+            self.redis.expire(key, self.ttl)
+            return self.describe(dataset_id), False  # type: ignore[return-value]
+        payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
+        self.redis.hset(key, mapping={
+            "npz": payload,
+            "n_samples": X.shape[0],
+            "n_features": X.shape[1],
+            "created_at": time.time(),
+        })
+        self.redis.expire(key, self.ttl)
+        return self.describe(dataset_id), True  # type: ignore[return-value]
+
+    def describe(self, dataset_id: str) -> dict[str, Any] | None:
+        key = Keys.dataset(dataset_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hmget(key, "n_samples", "n_features", "created_at")
+            pipe.hstrlen(key, "npz")
+            pipe.ttl(key)
+            (n_samples, n_features, created_at), size, ttl = pipe.execute()
+        if n_samples is None:
+            return None
+        return {
+            "id": dataset_id,
+            "n_samples": int(n_samples),
+            "n_features": int(n_features),
+            "stored_bytes": int(size),
+            "created_at": float(created_at),
+            "expires_in_seconds": int(ttl),
+        }
+
+    def load(self, dataset_id: str) -> np.ndarray | None:
+        payload = self.redis.hget(Keys.dataset(dataset_id), "npz")
+        if payload is None:
+            return None
+        return npz_bytes_to_arrays(payload)["X"]
+
+
+# ---------------------------------------------------------------------------------------------
+
+# Atomic "move from one of these statuses to that one, and set these fields": the worker, the API
+# (cancel) and failure handlers race on a job record, and whoever moves first wins.
+_TRANSITION = """
+local current = redis.call('HGET', KEYS[1], 'status')
+if not current then return 0 end
+local allowed = cjson.decode(ARGV[1])
+for _, status in ipairs(allowed) do
+  if status == current then
+    for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    return 1
+  end
+end
+return 0
+"""
+
+
+class JobStore:
+    """Job records (a hash per job, JSON-encoded fields), their input, results and owner index."""
+
+    _json_fields = ("algorithm", "params", "progress", "error", "timing")
+
+    def __init__(self, redis: Redis, ttl_seconds: int):
+        self.redis = redis
+        self.ttl = ttl_seconds
+        self._transition = redis.register_script(_TRANSITION)
+
+    @staticmethod
+    def _encode(fields: dict[str, Any]) -> dict[str, str]:
+        return {key: json.dumps(value) for key, value in fields.items()}
+
+    def create(self, record: dict[str, Any], job_input: dict[str, Any]) -> None:
+        job_id, owner = record["id"], record["owner"]
+        with self.redis.pipeline() as pipe:
+            pipe.hset(Keys.job(job_id), mapping=self._encode(record))
+            pipe.expire(Keys.job(job_id), self.ttl)
+            pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
+            pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
+            pipe.expire(Keys.owner_jobs(owner), self.ttl)
+            pipe.execute()
+
+    def delete(self, job_id: str, owner: str) -> None:
+        self.redis.delete(Keys.job(job_id), Keys.job_input(job_id))
+        self.redis.zrem(Keys.owner_jobs(owner), job_id)
+
+    def get(self, job_id: str) -> dict[str, Any] | None:
+        raw = self.redis.hgetall(Keys.job(job_id))
+        if not raw:
+            return None
+        return {key.decode(): json.loads(value) for key, value in raw.items()}
+
+    def load_input(self, job_id: str) -> dict[str, Any] | None:
+        raw = self.redis.get(Keys.job_input(job_id))
+        return None if raw is None else json.loads(raw)
+
+    def transition(self, job_id: str, allowed_from, **fields) -> bool:
+        """Set ``fields`` atomically if the job's status is one of ``allowed_from``."""
+        # Fields are stored JSON-encoded, so the statuses are compared in that form.
+        args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)])]
+        for key, value in self._encode(fields).items():
+            args += [key, value]
+        return bool(self._transition(keys=[Keys.job(job_id)], args=args))
+
+    def list(self, owner: str, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+        key = Keys.owner_jobs(owner)
+        ids = [i.decode() for i in self.redis.zrevrange(key, offset, offset + limit - 1)]
+        total = self.redis.zcard(key)
+        records, expired = [], []
+        for job_id in ids:
+            record = self.get(job_id)
+            (records if record else expired).append(record or job_id)
+        if expired:
+            self.redis.zrem(key, *expired)
+        return records, int(total) - len(expired)
+
+    # -- results --------------------------------------------------------------------------------
+    def put_result(self, job_id: str, result: dict[str, Any]) -> None:
+        self.redis.set(Keys.result(job_id), json.dumps(result), ex=self.ttl)
+
+    def get_result(self, job_id: str) -> dict[str, Any] | None:
+        raw = self.redis.get(Keys.result(job_id))
+        return None if raw is None else json.loads(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class ModelStore:
+    """Trained models: JSON metadata plus ``.npz`` arrays, never pickles."""
+
+    def __init__(self, redis: Redis, ttl_seconds: int):
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    def put(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], info: dict[str, Any]) -> str:
+        model_id = new_id()
+        key = Keys.model(model_id)
+        self.redis.hset(key, mapping={
+            "meta": json.dumps(meta),
+            "npz": arrays_to_npz_bytes(arrays),
+            "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
+        })
+        self.redis.expire(key, self.ttl)
+        return model_id
+
+    def info(self, model_id: str) -> dict[str, Any] | None:
+        raw = self.redis.hget(Keys.model(model_id), "info")
+        return None if raw is None else json.loads(raw)
+
+    def load(self, model_id: str) -> tuple[dict[str, Any], bytes] | None:
+        meta, payload = self.redis.hmget(Keys.model(model_id), "meta", "npz")
+        if meta is None or payload is None:
+            return None
+        return json.loads(meta), payload
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class IdempotencyStore:
+    """``Idempotency-Key`` -> (hash of the request body, job id), first writer wins."""
+
+    def __init__(self, redis: Redis, ttl_seconds: int):
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    def claim(self, owner: str, key: str, body_hash: str, job_id: str) -> dict[str, str] | None:
+        """Reserve ``key`` for this job; returns the earlier claim if there is one."""
+        value = json.dumps({"body_hash": body_hash, "job_id": job_id})
+        if self.redis.set(Keys.idempotency(owner, key), value, nx=True, ex=self.ttl):
+            return None
+        raw = self.redis.get(Keys.idempotency(owner, key))
+        return None if raw is None else json.loads(raw)
+
+    def release(self, owner: str, key: str) -> None:
+        self.redis.delete(Keys.idempotency(owner, key))
+
+
+class Stores:
+    """The four stores over one connection, with TTLs from the settings."""
+
+    def __init__(self, redis: Redis, settings: Settings):
+        self.redis = redis
+        self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds)
+        self.jobs = JobStore(redis, settings.job_ttl_seconds)
+        self.models = ModelStore(redis, settings.model_ttl_seconds)
+        self.idempotency = IdempotencyStore(redis, settings.idempotency_ttl_seconds)

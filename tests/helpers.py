@@ -1,0 +1,41 @@
+"""Helpers shared by the end-to-end tests of every algorithm."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+FINAL_STATUSES = ("succeeded", "failed", "canceled")
+
+
+def wait_for_job(base_url: str, job_id: str, timeout: float = 120.0,
+                 poll: float = 0.05) -> dict[str, Any]:
+    """Poll ``GET /v1/jobs/{id}`` until a final status; returns the job resource."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10.0)
+        assert response.status_code == 200, response.text
+        job = response.json()
+        if job["status"] in FINAL_STATUSES:
+            return job
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} still {job['status']} after {timeout} s: {job}")
+        time.sleep(poll)
+
+
+def submit_job(base_url: str, payload: dict[str, Any], **kwargs) -> dict[str, Any]:
+    response = httpx.post(f"{base_url}/v1/jobs", json=payload, timeout=60.0, **kwargs)
+    assert response.status_code == 202, f"{response.status_code}: {response.text}"
+    return response.json()
+
+
+def run_job(base_url: str, payload: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
+    """POST a job, wait for it, assert it succeeded and return ``GET /v1/jobs/{id}/result``."""
+    job = submit_job(base_url, payload)
+    final = wait_for_job(base_url, job["id"], timeout=timeout)
+    assert final["status"] == "succeeded", f"job {job['id']} {final['status']}: {final['error']}"
+    response = httpx.get(f"{base_url}/v1/jobs/{job['id']}/result", timeout=30.0)
+    assert response.status_code == 200, response.text
+    return response.json()

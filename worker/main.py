@@ -1,0 +1,42 @@
+"""Worker entry point: ``mmc worker [--queue fast] [--queue slow]`` or ``python -m worker``."""
+
+from __future__ import annotations
+
+import argparse
+
+from redis import Redis
+from rq import Worker
+
+import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
+from service.settings import get_settings
+from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
+
+
+def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
+               name: str | None = None) -> bool:
+    """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse."""
+    connection = Redis.from_url(redis_url or get_settings().redis_url)
+    worker = Worker(
+        [get_queue(q, connection) for q in queues],
+        connection=connection,
+        serializer=SERIALIZER,
+        name=name,
+        job_monitoring_interval=5,
+    )
+    return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="mmc worker", description=__doc__)
+    parser.add_argument("--queue", "-q", action="append", choices=QUEUE_NAMES, dest="queues",
+                        help="queue to serve (repeat for several; default: all)")
+    parser.add_argument("--redis-url", default=None, help="default: MMC_REDIS_URL")
+    parser.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    parser.add_argument("--name", default=None, help="worker name (default: RQ's)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run_worker(args.queues or list(QUEUE_NAMES), args.redis_url, burst=args.burst, name=args.name)
+    return 0
