@@ -1,0 +1,249 @@
+"""``mmc``: run the whole service on one machine, a worker, or one clustering locally.
+
+    mmc serve [--host H] [--port P]      embedded Redis + one worker per queue + the API
+    mmc worker [--queue fast] ...        an RQ worker for an existing Redis (MMC_REDIS_URL)
+    mmc cluster FILE --algorithm NAME [--param k=v ...] [--labels FILE] [--output PREFIX]
+    mmc predict MODEL_PREFIX FILE        labels for new points from a model written by cluster
+    mmc openapi                          write openapi/openapi.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from worker.queues import QUEUE_NAMES
+
+# -- serve ----------------------------------------------------------------------------------------
+
+
+def serve(host: str, port: int, data_dir: str, workers_per_queue: int) -> int:
+    """Start everything, wait for Ctrl-C (or a child's death), then stop everything."""
+    from service import processes
+
+    env = dict(os.environ)
+    children: list = []
+    redis_process = None
+    if "MMC_REDIS_URL" not in os.environ:
+        binary = processes.find_redis_server()
+        redis_port = processes.free_port()
+        redis_dir = Path(data_dir).resolve() / "redis"
+        redis_process = processes.start_redis(redis_port, redis_dir, binary=binary)
+        env["MMC_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+        print(f"mmc: embedded Redis {binary} on port {redis_port}, data in {redis_dir}",
+              file=sys.stderr, flush=True)
+    else:
+        print(f"mmc: using Redis at {os.environ['MMC_REDIS_URL']}", file=sys.stderr, flush=True)
+
+    def shutdown(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, shutdown)
+    try:
+        for queue in QUEUE_NAMES:
+            for _ in range(workers_per_queue):
+                children.append(processes.start_worker([queue], env, log_file=sys.stderr))
+        children.append(processes.start_api(host, port, env, log_file=sys.stderr))
+        print(f"mmc: API on http://{host}:{port} (docs at /docs); Ctrl-C stops everything",
+              file=sys.stderr, flush=True)
+        while True:
+            for child in children:
+                if child.poll() is not None:
+                    print(f"mmc: {' '.join(map(str, child.args[:4]))} exited with "
+                          f"{child.returncode}; stopping", file=sys.stderr, flush=True)
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("mmc: stopping", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for child in reversed(children):
+            processes.stop(child)
+        if redis_process is not None:
+            processes.stop(redis_process)
+
+
+# -- cluster / predict ----------------------------------------------------------------------------
+
+
+def load_matrix_file(path: str) -> Any:
+    """A matrix from ``.npy``, ``.csv`` or ``.json`` (a matrix, ``{"X": ...}`` or
+    ``{"sequences": ...}``); sequences come back as a list of integer arrays."""
+    from service.inputs import parse_csv
+
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    if suffix == ".json":
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+        if isinstance(document, dict) and "sequences" in document:
+            return [np.asarray(s, dtype=np.int64) for s in document["sequences"]]
+        return np.asarray(document["X"] if isinstance(document, dict) else document, dtype=float)
+    return parse_csv(Path(path).read_text(encoding="utf-8"))
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--param takes key=value, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+class ProgressBar:
+    """One status line on stderr: elapsed time, step, objective and the solver's message."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.started = time.perf_counter()
+        self.tty = stream.isatty()
+
+    def __call__(self, step: int, objective: float | None, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        filled = step % 20
+        bar = "#" * filled + "-" * (20 - filled)
+        value = "" if objective is None else f" objective={objective:.6g}"
+        line = f"[{bar}] {elapsed:6.1f}s step {step}{value} {message}"[:160]
+        if self.tty:
+            self.stream.write("\r" + line.ljust(160))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def cluster(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from algorithms.base import save_model
+    from algorithms.registry import get_spec
+
+    try:
+        spec = get_spec(args.algorithm)
+    except KeyError as exc:
+        print(f"mmc: {exc.args[0]}", file=sys.stderr)
+        return 2
+    try:
+        params = spec.parse_params(dict(args.param or []))
+    except ValidationError as exc:
+        print(f"mmc: invalid parameters for {spec.name}:\n{exc}", file=sys.stderr)
+        return 2
+    X = load_matrix_file(args.file)
+    y = None
+    if args.labels:
+        y = np.asarray(load_matrix_file(args.labels)).ravel().astype(np.int64)
+    if spec.labels == "required" and y is None:
+        print(f"mmc: {spec.name} needs --labels FILE", file=sys.stderr)
+        return 2
+    estimator = spec.build(params)
+    bar = ProgressBar()
+    started = time.perf_counter()
+    try:
+        if spec.labels == "none":
+            estimator.fit(X, progress=bar)
+        else:
+            estimator.fit(X, y, progress=bar)
+    except ValueError as exc:
+        bar.close()
+        print(f"mmc: {exc}", file=sys.stderr)
+        return 2
+    bar.close()
+    prefix = args.output or str(Path(args.file).with_suffix(""))
+    labels = estimator.labels_
+    with open(f"{prefix}.labels.csv", "w", encoding="utf-8") as handle:
+        if spec.input_kind == "sequences":
+            handle.writelines(",".join(map(str, np.asarray(s).tolist())) + "\n" for s in labels)
+        else:
+            handle.writelines(f"{int(label)}\n" for label in labels)
+    json_path, npz_path = save_model(estimator, f"{prefix}.model")
+    print(f"mmc: {spec.name} on {len(X)} points in {time.perf_counter() - started:.2f} s; wrote "
+          f"{prefix}.labels.csv, {json_path}, {npz_path}", file=sys.stderr)
+    return 0
+
+
+def predict(args: argparse.Namespace) -> int:
+    from algorithms.base import npz_bytes_to_arrays
+    from algorithms.registry import model_from_export
+
+    with open(f"{args.model}.json", encoding="utf-8") as handle:
+        meta = json.load(handle)
+    with open(f"{args.model}.npz", "rb") as handle:
+        model = model_from_export(meta, npz_bytes_to_arrays(handle.read()))
+    for label in model.predict(load_matrix_file(args.file)):
+        value = np.asarray(label)
+        print(",".join(map(str, value.ravel().tolist())) if value.ndim else int(value))
+    return 0
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mmc", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve_parser = commands.add_parser("serve", help="embedded Redis + workers + API")
+    serve_parser.add_argument("--host", default="127.0.0.1")
+    serve_parser.add_argument("--port", type=int, default=8000)
+    serve_parser.add_argument("--data-dir", default=".mmc",
+                              help="where the embedded Redis keeps its append-only file")
+    serve_parser.add_argument("--workers-per-queue", type=int, default=1)
+
+    from worker.main import build_parser as worker_parser
+
+    worker_parser(commands.add_parser("worker", help="an RQ worker (MMC_REDIS_URL)"))
+
+    cluster_parser = commands.add_parser("cluster", help="cluster a file locally")
+    cluster_parser.add_argument("file", help=".npy, .csv or .json")
+    cluster_parser.add_argument("--algorithm", "-a", required=True)
+    cluster_parser.add_argument("--param", "-p", action="append", type=parse_param,
+                                metavar="KEY=VALUE", help="algorithm parameter (repeatable)")
+    cluster_parser.add_argument("--labels", help="labels file for algorithms that take y")
+    cluster_parser.add_argument("--output", "-o",
+                                help="output prefix (default: FILE without its suffix)")
+
+    predict_parser = commands.add_parser("predict", help="label new points with a saved model")
+    predict_parser.add_argument("model", help="prefix of MODEL.json / MODEL.npz")
+    predict_parser.add_argument("file")
+
+    commands.add_parser("openapi", help="write openapi/openapi.json")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args.host, args.port, args.data_dir, args.workers_per_queue)
+    if args.command == "worker":
+        from worker.main import run_worker
+
+        run_worker(args.queues or list(QUEUE_NAMES), args.redis_url, burst=args.burst,
+                   name=args.name)
+        return 0
+    if args.command == "cluster":
+        return cluster(args)
+    if args.command == "predict":
+        return predict(args)
+    from service.openapi_export import main as export_openapi
+
+    return export_openapi()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
