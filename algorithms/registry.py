@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from algorithms.base import AlgorithmParams
+from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.itersvr import IterSVR, IterSVRParams
 
 InputKind = Literal["vectors", "sequences"]
@@ -91,6 +92,21 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         queue="fast",
         max_n=100_000,
         timeout_seconds=900,
+    ),
+    AlgorithmSpec(
+        name="cpm3c",
+        estimator=CPM3C,
+        params_model=CPM3CParams,
+        summary=(
+            "Cutting-plane multiclass maximum margin clustering solved with CCCP; "
+            "O(s n k) per iteration, linear in n, sparse CSR input."
+        ),
+        seed="CPM3C_zhao_wang_zhang_2008",
+        labels="none",
+        queue="fast",
+        max_n=200_000,
+        timeout_seconds=900,
+        accepts_sparse=True,
     ),
 )
 

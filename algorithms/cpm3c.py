@@ -1,0 +1,678 @@
+"""CPM3C: cutting-plane multiclass maximum margin clustering.
+
+Zhao, Wang & Zhang, "Efficient MultiClass Maximum Margin Clustering", ICML 2008
+(``../shared/seeds/CPM3C_zhao_wang_zhang_2008.txt``; its formulas are restated in
+``../shared/CPM3C_NOTES.md``).
+
+The multiclass MMC problem (2), Crammer-Singer form, is rewritten with one slack and one
+constraint per ``c = (c_1..c_n)``, ``c_i in {0, e_1..e_k}`` (problem (11), Theorems 1-2).
+
+* Algorithm 1 (cutting plane): keep a working set ``Omega``; solve (17) = (11) over ``Omega``
+  plus the class balance (16); add the most violated constraint of (11), given in closed form by
+  (14); stop when it is violated by at most ``epsilon`` more than the working set.
+* Algorithm 2 (CCCP): each constraint of (17) is "convex >= affine" because of the
+  ``max_p w_p.x_i`` term; it is linearized at the current iterate (18)-(19), which gives the QP
+  (20). Its dual has one variable per constraint of ``Omega`` plus the balance multipliers: a
+  tiny dense QP, solved here by :func:`solve_cutting_plane_dual` (a warm-started primal
+  active-set method, about 100 times faster than a generic interior-point call at this size).
+  CCCP stops when the objective improves by less than ``cccp_tol`` (1 % in the seed).
+
+One CCCP step costs ``O(|Omega| s n k)`` for ``s`` nonzeros per row: the constraint vectors are
+``M X`` for a sparse ``(|Omega| k) x n`` matrix ``M`` with at most two entries per point, and the
+scores are ``X W^T``. CSR input is never densified: the centering ``x - mean`` is folded into the
+products (``(M X) - (M 1) mean^T``), which is what makes the method linear in ``n``
+(Theorems 5-7, Fig. 1).
+
+Two forms:
+
+* ``n_clusters = 2``: the binary cutting-plane MMC the paper generalizes, one weight vector and a
+  bias, ``f(x) = w.x + b``, constraints ``(1/n) sum_i c_i |f(x_i)| >= (1/n) sum_i c_i - xi``,
+  linearized by ``sign(f_t(x_i)) f(x_i)``; labels ``f > 0``.
+* ``n_clusters > 2``: Crammer-Singer scores ``f_p(x) = w_p.x + b_p``, labels ``argmax_p``.
+
+Data are centered and scaled to unit mean squared norm inside the solver and a bias ``b_p`` is
+added (regularized with ``w``). The paper has no bias and uncentered data, where
+``sum_i w_p.x_i = w_p.(n mean)`` acts as one; making it explicit keeps the class balance (16),
+``-l <= sum_i (f_p(x_i) - f_q(x_i)) <= l``, meaningful for any data (for centered data without a
+bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = class_balance``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import Field
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from algorithms.base import (
+    AlgorithmParams,
+    GammaParam,
+    KernelParam,
+    MMCEstimatorMixin,
+    NClusters,
+    ProgressCallback,
+    RandomStateParam,
+    as_float_matrix,
+    check_clustering_input,
+    report,
+)
+from algorithms.kernels import NystromMap, resolve_gamma
+
+# ---------------------------------------------------------------------------------------------
+# The dual of the QP (20): a small dense QP over the working set
+# ---------------------------------------------------------------------------------------------
+
+
+def solve_cutting_plane_dual(
+    Q: np.ndarray,
+    q: np.ndarray,
+    n_alpha: int,
+    C: float,
+    v0: np.ndarray | None = None,
+    *,
+    tol: float = 1e-10,
+    max_iter: int | None = None,
+) -> np.ndarray:
+    """Solve ``min 1/2 v'Qv - q'v`` s.t. ``v >= 0`` and ``sum(v[:n_alpha]) <= C``.
+
+    This is the dual of (20): ``v = (alpha, mu)``, ``alpha`` one multiplier per working constraint
+    (their sum is bounded by the weight ``C`` of the slack), ``mu`` the balance multipliers (16).
+    Primal active-set method with a tiny ridge on ``Q`` (Gram matrices are often singular);
+    ``v0``, the previous solution padded with zeros, makes a warm start that usually needs a
+    handful of steps.
+    """
+    m = q.size
+    if m == 0:
+        return np.zeros(0)
+    scale = max(float(np.trace(Q)) / m, 1e-300)
+    Q = Q + (1e-12 * scale) * np.eye(m)
+    s = np.zeros(m)
+    s[:n_alpha] = 1.0
+    v = np.zeros(m) if v0 is None else np.maximum(np.asarray(v0, dtype=np.float64), 0.0)
+    if s @ v > C:
+        v *= C / (s @ v)
+    free = v > 0
+    sum_active = n_alpha > 0 and s @ v >= C * (1 - 1e-12)
+    limit = max_iter if max_iter is not None else 20 * m + 100
+    for _ in range(limit):
+        F = np.flatnonzero(free)
+        lam = 0.0
+        x = np.zeros(m)
+        if F.size:
+            QF = Q[np.ix_(F, F)]
+            if sum_active and s[F].any():
+                kkt = np.zeros((F.size + 1, F.size + 1))
+                kkt[:-1, :-1] = QF
+                kkt[:-1, -1] = s[F]
+                kkt[-1, :-1] = s[F]
+                sol = np.linalg.solve(kkt, np.append(q[F], C))
+                x[F], lam = sol[:-1], sol[-1]
+            else:
+                sum_active = False
+                x[F] = np.linalg.solve(QF, q[F])
+        p = x - v
+        if np.max(np.abs(p)) <= 1e-12 * (1.0 + np.max(np.abs(v))):
+            # At the minimizer of the current face: check the multipliers and free one.
+            grad = Q @ v - q + lam * s
+            bound = np.where(free, np.inf, grad)
+            i = int(np.argmin(bound))
+            worst = bound[i]
+            if sum_active and lam < min(worst, 0.0) - tol:
+                sum_active = False
+            elif worst < -tol:
+                free[i] = True
+            else:
+                return v
+            continue
+        step, blocking = 1.0, None
+        decreasing = F[p[F] < 0]
+        if decreasing.size:
+            ratios = v[decreasing] / -p[decreasing]
+            j = int(np.argmin(ratios))
+            if ratios[j] < step:
+                step, blocking = float(ratios[j]), int(decreasing[j])
+        growth = s @ p
+        if not sum_active and growth > 0:
+            room = (C - s @ v) / growth
+            if room < step:
+                step, blocking = max(room, 0.0), -1
+        v = v + step * p
+        if blocking is not None and blocking >= 0:
+            v[blocking] = 0.0
+            free[blocking] = False
+        elif blocking == -1:
+            sum_active = True
+        np.maximum(v, 0.0, out=v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# The data, centered and scaled implicitly (CSR stays CSR)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Data:
+    """``x'_i = (x_i - mean) / radius`` without forming it; ``radius^2`` = mean ``||x - mean||^2``."""
+
+    X: np.ndarray | sp.csr_matrix
+    mean: np.ndarray
+    radius: float
+
+    @classmethod
+    def of(cls, X: np.ndarray | sp.csr_matrix) -> _Data:
+        n = X.shape[0]
+        mean = np.asarray(X.mean(axis=0)).ravel()
+        if sp.issparse(X):
+            sq = float(X.multiply(X).sum()) / n
+        else:
+            sq = float(np.einsum("ij,ij->", X, X)) / n
+        radius = float(np.sqrt(max(sq - mean @ mean, 0.0)))
+        return cls(X, mean, radius if radius > 0 else 1.0)
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    def scores(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``F[i, p] = w_p.x'_i + b_p`` in O(s n k)."""
+        F = np.asarray(self.X @ w.T)
+        F -= (self.mean @ w.T)[None, :]
+        F /= self.radius
+        F += b[None, :]
+        return F
+
+    def combine(self, M: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """``(M X', M 1)`` for a sparse row-combination matrix ``M``: O(nnz(M) s)."""
+        MX = M @ self.X
+        MX = MX.toarray() if sp.issparse(MX) else np.asarray(MX)
+        counts = np.asarray(M.sum(axis=1)).ravel()
+        MX -= counts[:, None] * self.mean[None, :]
+        MX /= self.radius
+        return MX, counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Constraints (11): most violated by (14), linearized by (18)-(20)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Constraint:
+    """One ``c`` of (11): the points with ``c_i != 0`` and, for k > 2, the class ``r_i``."""
+
+    index: np.ndarray
+    rival: np.ndarray | None  # None in the binary form
+
+
+def labels_from_scores(F: np.ndarray) -> np.ndarray:
+    """``argmax_p f_p`` (Crammer-Singer) or ``f > 0`` (binary form, one column)."""
+    if F.shape[1] == 1:
+        return (F[:, 0] > 0).astype(np.int64)
+    return np.argmax(F, axis=1).astype(np.int64)
+
+
+def _best_and_rival(F: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``p* = argmax_p f_p``, ``r* = argmax_{r != p*} f_r`` and the gap ``f_p* - f_r*``."""
+    rows = np.arange(F.shape[0])
+    best = np.argmax(F, axis=1)
+    masked = F.copy()
+    masked[rows, best] = -np.inf
+    rival = np.argmax(masked, axis=1)
+    return best, rival, F[rows, best] - F[rows, rival]
+
+
+def most_violated_constraint(F: np.ndarray) -> tuple[_Constraint, float]:
+    """Theorem 3, eq. (14): ``c_i = e_{r*}`` where the margin ``f_p* - f_r* < 1``, else 0.
+
+    Returns the constraint and its left-hand violation ``(1/n) sum_i max(0, 1 - margin_i)``,
+    the largest slack any ``c`` can require at these scores.
+    """
+    n = F.shape[0]
+    if F.shape[1] == 1:
+        margin = np.abs(F[:, 0])
+        index = np.flatnonzero(margin < 1.0)
+        return _Constraint(index, None), float(np.sum(1.0 - margin[index])) / n
+    _, rival, gap = _best_and_rival(F)
+    index = np.flatnonzero(gap < 1.0)
+    return _Constraint(index, rival[index]), float(np.sum(1.0 - gap[index])) / n
+
+
+def constraint_slacks(F: np.ndarray, constraints: list[_Constraint]) -> np.ndarray:
+    """Slack each constraint of (11) needs at scores ``F`` (the exact, non-linearized form)."""
+    n = F.shape[0]
+    out = np.empty(len(constraints))
+    if F.shape[1] == 1:
+        margin = np.abs(F[:, 0])
+        for j, c in enumerate(constraints):
+            out[j] = (c.index.size - margin[c.index].sum()) / n
+        return out
+    labels = np.argmax(F, axis=1)
+    top = F[np.arange(n), labels]
+    for j, c in enumerate(constraints):
+        same = labels[c.index] == c.rival
+        gap = top[c.index] - F[c.index, c.rival]
+        out[j] = (c.index.size - same.sum() - gap.sum()) / n
+    return out
+
+
+def linearized_constraints(
+    data: _Data, F: np.ndarray, constraints: list[_Constraint], n_rows: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Constraint vectors of the QP (20) at the current iterate, all at once.
+
+    Constraint ``c`` reads ``<G_c, (W, b)> >= d_c - xi`` with, for labels ``y`` of the iterate,
+    ``G_c[p] = (1/n) sum_{c_i != 0} (1[y_i = p] - 1[r_i = p]) (x'_i, 1)`` and
+    ``d_c = (1/n) #{i: c_i != 0, y_i != r_i}`` (binary form: ``G_c = (1/n) sum sign(f_i)(x'_i, 1)``,
+    ``d_c = (1/n) #{c_i != 0}``). Returns ``(G, d)`` with ``G`` of shape
+    ``(|Omega|, n_rows * (n_features + 1))``, the bias coordinates last in each row block.
+    """
+    n = data.n
+    rows, cols, vals, d = [], [], [], np.empty(len(constraints))
+    if n_rows == 1:
+        sign = np.where(F[:, 0] > 0, 1.0, -1.0)
+        for j, c in enumerate(constraints):
+            rows.append(np.full(c.index.size, j))
+            cols.append(c.index)
+            vals.append(sign[c.index])
+            d[j] = c.index.size / n
+    else:
+        labels = np.argmax(F, axis=1)
+        for j, c in enumerate(constraints):
+            y = labels[c.index]
+            keep = y != c.rival
+            idx = c.index[keep]
+            rows += [j * n_rows + y[keep], j * n_rows + c.rival[keep]]
+            cols += [idx, idx]
+            vals += [np.ones(idx.size), -np.ones(idx.size)]
+            d[j] = idx.size / n
+    M = sp.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(len(constraints) * n_rows, n),
+    )
+    MX, counts = data.combine(M)
+    G = np.hstack([MX, counts[:, None]]) / n
+    return G.reshape(len(constraints), -1), d
+
+
+def balance_rows(n_rows: int, n_features: int) -> np.ndarray:
+    """The balance constraints (16) as rows ``B`` of ``B.(W, b) <= l / n``.
+
+    With centered data ``sum_i f_p(x_i) = n b_p``, so (16) divided by ``n`` is
+    ``b_p - b_q <= l / n`` for every ordered pair (binary form: ``+-b <= l / n``).
+    """
+    width = n_features + 1
+    if n_rows == 1:
+        B = np.zeros((2, width))
+        B[0, -1], B[1, -1] = 1.0, -1.0
+        return B
+    pairs = [(p, q) for p in range(n_rows) for q in range(n_rows) if p != q]
+    B = np.zeros((len(pairs), n_rows * width))
+    for j, (p, q) in enumerate(pairs):
+        B[j, p * width + width - 1] = 1.0
+        B[j, q * width + width - 1] = -1.0
+    return B
+
+
+# ---------------------------------------------------------------------------------------------
+# Algorithms 1 and 2
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CuttingPlaneResult:
+    w: np.ndarray  # (n_rows, n_features) in the centered, scaled coordinates
+    b: np.ndarray  # (n_rows,)
+    objective: float
+    n_iter: int  # cutting-plane iterations (constraints added)
+    n_cccp: int  # QP solves
+    n_constraints: int  # final |Omega|
+    history: list[float] = field(default_factory=list)
+
+
+def solve_cpm3c(
+    data: _Data,
+    w0: np.ndarray,
+    b0: np.ndarray,
+    *,
+    C: float,
+    class_balance: float,
+    epsilon: float,
+    cccp_tol: float,
+    max_iter: int,
+    max_cccp_iter: int,
+    on_iteration=None,
+) -> CuttingPlaneResult:
+    """Algorithm 1 (cutting plane over (11)/(17)) with Algorithm 2 (CCCP on (17) via (20)).
+
+    ``w0, b0`` is the initial iterate (Algorithm 2's ``w^(0)``). The objective is
+    ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` (the seed's (11) with ``C = 1 / beta``).
+    """
+    n_rows, n_features = w0.shape
+    width = n_features + 1
+    B = balance_rows(n_rows, n_features)
+    BB = B @ B.T
+    W = np.hstack([w0, b0[:, None]]).ravel()
+    F = data.scores(w0, b0)
+    first, _ = most_violated_constraint(F)
+    constraints = [first]
+    v = None
+    history: list[float] = []
+    n_cccp = 0
+
+    def objective_at(W: np.ndarray, F: np.ndarray) -> tuple[float, float]:
+        xi = max(0.0, float(constraint_slacks(F, constraints).max()))
+        return 0.5 * float(W @ W) + C * xi, xi
+
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        # Algorithm 2: CCCP on (17) for the current working set.
+        current, _ = objective_at(W, F)
+        for _ in range(max_cccp_iter):
+            G, d = linearized_constraints(data, F, constraints, n_rows)
+            GB = G @ B.T
+            Q = np.block([[G @ G.T, -GB], [-GB.T, BB]])
+            q = np.concatenate([d, -np.full(B.shape[0], class_balance)])
+            if v is not None:  # warm start: old alphas, a zero for the new constraint, old mus
+                n_old = v.size - B.shape[0]
+                v = np.concatenate([v[:n_old], np.zeros(len(constraints) - n_old), v[n_old:]])
+            v = solve_cutting_plane_dual(Q, q, len(constraints), C, v)
+            n_cccp += 1
+            alpha, mu = v[: len(constraints)], v[len(constraints) :]
+            W_new = G.T @ alpha - B.T @ mu
+            blocks = W_new.reshape(n_rows, width)
+            F_new = data.scores(blocks[:, :-1], blocks[:, -1])
+            new, _ = objective_at(W_new, F_new)
+            improved = current - new
+            W, F = W_new, F_new
+            if improved < cccp_tol * max(current, 1e-12):
+                current = new
+                break
+            current = new
+        history.append(current)
+        # Algorithm 1: add the most violated constraint (14) unless it is within epsilon.
+        candidate, violation = most_violated_constraint(F)
+        xi = max(0.0, float(constraint_slacks(F, constraints).max()))
+        if on_iteration is not None:
+            on_iteration(n_iter, current, violation - xi)
+        if violation <= xi + epsilon:
+            break
+        constraints.append(candidate)
+    blocks = W.reshape(n_rows, width)
+    return CuttingPlaneResult(
+        blocks[:, :-1].copy(), blocks[:, -1].copy(), history[-1], n_iter, n_cccp,
+        len(constraints), history,
+    )
+
+
+def initial_weights(data: _Data, centroids: np.ndarray, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2's ``w^(0)`` from k-means centroids: the linear scores whose argmax is the
+    nearest centroid, ``f_p(x') = c'_p.x' - ||c'_p||^2 / 2``, scaled so that the median margin
+    ``f_p* - f_r*`` is 1 (about half the points then enter the first constraint (14)).
+    """
+    c = (centroids - data.mean[None, :]) / data.radius
+    w, b = c, -0.5 * np.einsum("ij,ij->i", c, c)
+    if binary:
+        w, b = w[1:] - w[:1], b[1:] - b[:1]
+        margin = np.abs(data.scores(w, b)[:, 0])
+    else:
+        margin = _best_and_rival(data.scores(w, b))[2]
+    median = float(np.median(margin))
+    scale = 1.0 / median if median > 0 else 1.0
+    return w * scale, b * scale
+
+
+class CPM3CParams(AlgorithmParams):
+    """Parameters of :class:`CPM3C` (defaults from the seed and measurements, see the class)."""
+
+    n_clusters: NClusters = 2
+    kernel: KernelParam = "linear"
+    gamma: GammaParam = "auto"
+    width_factor: float = Field(
+        1.0, gt=0, le=100,
+        description="For kernel='rbf', gamma='auto': sigma = width_factor * D, gamma = 1/sigma^2.",
+    )
+    n_components: int = Field(
+        300, ge=10, le=5000, description="Nystrom coordinates used for kernel='rbf'."
+    )
+    C: float = Field(
+        100.0, gt=0, le=1e7,
+        description="Weight of the slack xi against 1/2 sum ||w_p||^2 (the seed's 1 / beta).",
+    )
+    class_balance: float = Field(
+        0.03, ge=0, le=1e3,
+        description=(
+            "l / n in the class balance (16): -l <= sum_i (f_p(x_i) - f_q(x_i)) <= l, i.e. the "
+            "largest difference between two clusters' mean scores."
+        ),
+    )
+    epsilon: float = Field(
+        0.01, gt=0, le=1,
+        description="Cutting-plane precision: stop when no constraint is violated by more.",
+    )
+    cccp_tol: float = Field(
+        0.01, gt=0, lt=1, description="CCCP stops when the objective improves by less (1 %)."
+    )
+    max_iter: int = Field(200, ge=1, le=10000, description="Cutting-plane iterations.")
+    max_cccp_iter: int = Field(30, ge=1, le=1000, description="CCCP steps per iteration.")
+    n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial w.")
+    random_state: RandomStateParam = None
+
+
+class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
+    """Cutting-plane multiclass maximum margin clustering (CPM3C).
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        Number of clusters ``k``; 2 uses the binary form (one ``w`` and a bias), more the
+        Crammer-Singer form (one ``w_p`` and ``b_p`` per cluster).
+    kernel : {"linear", "rbf"}, default="linear"
+        "rbf" runs the linear algorithm on ``n_components`` Nystrom coordinates of the RBF kernel
+        ``exp(-gamma ||x - x'||^2)``, as the seed suggests (section 2.1: kernel-PCA coordinates).
+    gamma : float or {"auto", "scale"}, default="auto"
+        RBF width; "auto" is ``1 / (width_factor * D)^2`` with ``D`` the bounding-box diagonal.
+    width_factor : float, default=1.0
+    n_components : int, default=300
+    C : float, default=100
+        Weight of the single slack ``xi`` against ``1/2 sum_p ||(w_p, b_p)||^2``: the seed's
+        ``1 / beta`` in (11). Data are centered and scaled to unit mean squared norm first, so
+        ``C`` does not depend on the units of ``X``. 100 measured best on the digit pairs
+        (k = 2); with k = 4 a large ``C`` lets a cluster vanish, and ``C = 3`` with
+        ``class_balance = 0`` measured best on digits {0,6,8,9} and {1,2,7,9}.
+    class_balance : float, default=0.03
+        ``l / n`` in (16): the largest difference between two clusters' mean scores
+        ``(1/n) sum_i (f_p(x_i) - f_q(x_i))``. Smaller is more balanced; 0 forces equal mean scores.
+        Too loose a balance lets the trivial "one cluster" solution win (with 1.0 every digit pair
+        ends in one cluster); 0.03 measured best on the digit pairs.
+    epsilon : float, default=0.01
+        Cutting-plane precision (seed: 0.01 is enough, Fig. 2).
+    cccp_tol : float, default=0.01
+        CCCP stops when the objective improves by less than this fraction (seed: 1 %).
+    max_iter : int, default=200
+        Cutting-plane iterations (constraints added).
+    max_cccp_iter : int, default=30
+        CCCP steps per cutting-plane iteration.
+    n_init : int, default=10
+        k-means restarts for the initial weights (the run with the lowest inertia is used).
+    random_state : int or None
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each training point, ``0..n_clusters-1``.
+    coef_ : ndarray of shape (n_rows, n_features_model)
+        Weights in the input (or Nystrom) coordinates; ``n_rows`` is 1 for the binary form and
+        ``n_clusters`` otherwise.
+    intercept_ : ndarray of shape (n_rows,)
+    objective_ : float
+        ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` at the end (scaled coordinates).
+    objective_history_ : list of float
+        Objective after each cutting-plane iteration.
+    n_iter_ : int
+        Cutting-plane iterations (Algorithm 1).
+    n_cccp_iter_ : int
+        QP (20) solves over all CCCP runs (Algorithm 2).
+    n_constraints_ : int
+        Size of the final working set ``Omega``.
+    gamma_ : float
+        The RBF width used (0 for the linear kernel).
+    nystrom_ : NystromMap or None
+        The feature map of ``kernel="rbf"``.
+
+    References
+    ----------
+    B. Zhao, F. Wang, C. Zhang. Efficient MultiClass Maximum Margin Clustering. ICML 2008.
+    Problem (2) and its one-slack form (11) (Theorems 1-2); most violated constraint (14)
+    (Theorem 3); class balance (16); working-set problem (17); CCCP linearization (18)-(19) and
+    QP (20); Algorithms 1-2; O(s n k) per iteration (Theorem 5). Restated in CPM3C_NOTES.md.
+
+    See Also
+    --------
+    algorithms.itersvr.IterSVR : binary MMC by iterative SVR.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(n_samples=90, centers=3, random_state=0)
+    >>> CPM3C(n_clusters=3, random_state=0).fit(X).labels_.shape
+    (90,)
+    """
+
+    params_model = CPM3CParams
+    _result_attributes = (
+        *MMCEstimatorMixin._result_attributes, "n_cccp_iter_", "n_constraints_",
+    )
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        *,
+        kernel: str = "linear",
+        gamma: float | str = "auto",
+        width_factor: float = 1.0,
+        n_components: int = 300,
+        C: float = 100.0,
+        class_balance: float = 0.03,
+        epsilon: float = 0.01,
+        cccp_tol: float = 0.01,
+        max_iter: int = 200,
+        max_cccp_iter: int = 30,
+        n_init: int = 10,
+        random_state: int | None = None,
+    ):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.width_factor = width_factor
+        self.n_components = n_components
+        self.C = C
+        self.class_balance = class_balance
+        self.epsilon = epsilon
+        self.cccp_tol = cccp_tol
+        self.max_iter = max_iter
+        self.max_cccp_iter = max_cccp_iter
+        self.n_init = n_init
+        self.random_state = random_state
+
+    # -- fitting ----------------------------------------------------------------------------------
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Cluster ``X`` (dense or CSR); ``y`` is ignored."""
+        self._validate_params()
+        X = as_float_matrix(X, accept_sparse=True)
+        X = validate_data(self, X, reset=True, accept_sparse="csr")
+        check_clustering_input(X, self.n_clusters)
+        rng = check_random_state(self.random_state)
+        self.nystrom_ = None
+        self.gamma_ = 0.0
+        if self.kernel == "rbf":
+            self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor)
+            report(progress, 0, None, f"Nystrom coordinates ({self.n_components}) of the rbf kernel")
+            self.nystrom_ = NystromMap.fit(X, n_components=self.n_components, kernel="rbf",
+                                           gamma=self.gamma_, random_state=rng)
+            X = self.nystrom_.transform(X)
+        data = _Data.of(X)
+        report(progress, 0, None, f"k-means initialization ({self.n_init} restarts)")
+        km = KMeans(n_clusters=self.n_clusters, n_init=self.n_init,
+                    random_state=rng.randint(2**31 - 1)).fit(X)
+        binary = self.n_clusters == 2
+        w0, b0 = initial_weights(data, km.cluster_centers_, binary)
+
+        def on_iteration(n_iter: int, objective: float, violation: float):
+            report(progress, n_iter, objective,
+                   f"cutting-plane iteration {n_iter}: most violated constraint exceeds the "
+                   f"working set by {violation:.4g}")
+
+        result = solve_cpm3c(
+            data, w0, b0, C=self.C, class_balance=self.class_balance, epsilon=self.epsilon,
+            cccp_tol=self.cccp_tol, max_iter=self.max_iter, max_cccp_iter=self.max_cccp_iter,
+            on_iteration=on_iteration,
+        )
+        # Back to input coordinates: f_p(x) = w_p.(x - mean)/radius + b_p.
+        self.coef_ = result.w / data.radius
+        self.intercept_ = result.b - self.coef_ @ data.mean
+        self.labels_ = labels_from_scores(data.scores(result.w, result.b))
+        self.objective_ = float(result.objective)
+        self.objective_history_ = [float(v) for v in result.history]
+        self.n_iter_ = int(result.n_iter)
+        self.n_cccp_iter_ = int(result.n_cccp)
+        self.n_constraints_ = int(result.n_constraints)
+        report(progress, self.n_iter_ + 1, self.objective_, "done")
+        return self
+
+    # -- prediction -------------------------------------------------------------------------------
+    def _scores(self, X) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = as_float_matrix(X, accept_sparse=True)
+        X = validate_data(self, X, reset=False, accept_sparse="csr")
+        if self.nystrom_ is not None:
+            X = self.nystrom_.transform(X)
+        return np.asarray(X @ self.coef_.T) + self.intercept_[None, :]
+
+    def decision_function(self, X) -> np.ndarray:
+        """The ``k`` scores ``f_p(x)``, shape (n, n_clusters); the predicted cluster is the argmax.
+
+        For two clusters (binary form, ``f = w.x + b``) the scores are ``(-f/2, f/2)``, the
+        Crammer-Singer pair with ``w_1 = -w_0`` that has the same labels and margins.
+        """
+        F = self._scores(X)
+        if F.shape[1] == 1:
+            return np.hstack([-F / 2, F / 2])
+        return F
+
+    def predict(self, X) -> np.ndarray:
+        """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the seed's own rule."""
+        return labels_from_scores(self._scores(X))
+
+    # -- portable model ---------------------------------------------------------------------------
+    def _export_state(self):
+        state: dict[str, Any] = {
+            "gamma_": self.gamma_, "objective_": self.objective_, "n_iter_": self.n_iter_,
+            "n_cccp_iter_": self.n_cccp_iter_, "n_constraints_": self.n_constraints_,
+            "objective_history_": self.objective_history_,
+            "nystrom": None if self.nystrom_ is None else self.nystrom_.to_meta(),
+        }
+        arrays = {"coef_": self.coef_, "intercept_": self.intercept_, "labels_": self.labels_}
+        if self.nystrom_ is not None:
+            arrays.update(self.nystrom_.to_arrays())
+        return state, arrays
+
+    def _import_state(self, state, arrays):
+        self.gamma_ = float(state["gamma_"])
+        self.objective_ = float(state["objective_"])
+        self.n_iter_ = int(state["n_iter_"])
+        self.n_cccp_iter_ = int(state["n_cccp_iter_"])
+        self.n_constraints_ = int(state["n_constraints_"])
+        self.objective_history_ = [float(v) for v in state["objective_history_"]]
+        self.coef_ = np.asarray(arrays["coef_"], dtype=np.float64)
+        self.intercept_ = np.asarray(arrays["intercept_"], dtype=np.float64)
+        self.labels_ = np.asarray(arrays["labels_"], dtype=np.int64)
+        self.nystrom_ = (
+            None if state["nystrom"] is None else NystromMap.from_export(state["nystrom"], arrays)
+        )
