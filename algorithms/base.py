@@ -80,7 +80,7 @@ def _format_validation_error(error: ValidationError) -> str:
 
 
 def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> np.ndarray:
-    """Convert ``X`` to a finite 2-D float64 array (or CSR matrix), with errors that say what to fix."""
+    """Convert ``X`` to a finite 2-D float64 array (or CSR), with errors that say what to fix."""
     if sp.issparse(X):
         if not accept_sparse:
             raise ValueError(f"{name} is a sparse matrix; this algorithm needs a dense array")
@@ -94,7 +94,8 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
         widths = {len(row) for row in X}
         if len(widths) > 1:
             raise ValueError(
-                f"{name} is ragged: rows have {sorted(widths)} features; every row needs the same count"
+                f"{name} is ragged: rows have {sorted(widths)} features; "
+                "every row needs the same count"
             )
     try:
         array = np.asarray(X)
@@ -104,7 +105,9 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
         try:
             array = array.astype(np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)") from None
+            raise ValueError(
+                f"{name} must contain numbers only (found {array.dtype} values)"
+            ) from None
     if array.dtype.kind not in "iuf":
         raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)")
     if array.ndim != 2:
@@ -128,10 +131,7 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
             f"n_samples={n_samples} is fewer than n_clusters={n_clusters}: "
             "clustering needs at least as many points as clusters (and at least 2)"
         )
-    if sp.issparse(X):
-        spread = (X.max(axis=0) - X.min(axis=0)).toarray()
-    else:
-        spread = np.ptp(X, axis=0)
+    spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
     if not np.any(spread > 0):
         raise ValueError("all points in X are identical: there is nothing to cluster")
 
@@ -142,8 +142,11 @@ def check_partial_labels(y: Any, n_samples: int) -> np.ndarray | None:
         return None
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n_samples:
-        raise ValueError(f"y must be 1-D with one entry per point ({n_samples}), got {labels.shape}")
-    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
+        raise ValueError(
+            f"y must be 1-D with one entry per point ({n_samples}), got {labels.shape}"
+        )
+    whole = labels.dtype.kind == "f" and np.all(np.isfinite(labels))
+    if whole and np.all(labels == np.round(labels)):
         labels = labels.astype(np.int64)
     if labels.dtype.kind not in "iu":
         raise ValueError("y must hold integer labels, with -1 for unknown")
@@ -169,7 +172,9 @@ def arrays_to_npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     for key, value in arrays.items():
         array = np.asarray(value)
         if array.dtype.kind not in "biufc":
-            raise TypeError(f"array {key!r} has dtype {array.dtype}; only numeric arrays are portable")
+            raise TypeError(
+                f"array {key!r} has dtype {array.dtype}; only numeric arrays are portable"
+            )
         clean[key] = array
     np.savez_compressed(buffer, **clean)
     return buffer.getvalue()
@@ -219,7 +224,7 @@ class MMCEstimatorMixin:
     params_model: ClassVar[type[AlgorithmParams]]
 
     def _validate_params(self) -> AlgorithmParams:
-        """Check ``get_params()`` against the pydantic model; raise ``ValueError`` naming the field."""
+        """Check ``get_params()`` against the params model; ``ValueError`` names the field."""
         params = dict(self.get_params(deep=False))  # type: ignore[attr-defined]
         # random_state may be a RandomState instance in library use; validate it the sklearn way.
         if "random_state" in params:
@@ -317,7 +322,7 @@ def balance_limit(n_samples: int, class_balance: float) -> float:
 
 
 def labels_from_leading_eigenvector(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two-class labels ``{0, 1}`` from the sign of ``sqrt(lambda_1) v_1`` of a label matrix ``M ~ yy^T``.
+    """Labels ``{0, 1}`` from the sign of ``sqrt(lambda_1) v_1`` of a label matrix ``M ~ yy^T``.
 
     Returns ``(labels, scores)``; ``scores = sqrt(lambda_1) v_1`` is the relaxed ``y``. The sign
     of an eigenvector is arbitrary, so it is fixed to make the first point's score non-negative.
@@ -369,7 +374,7 @@ class KernelExpansionClassifier:
         C: float = 1.0,
         K: np.ndarray | None = None,
     ) -> KernelExpansionClassifier:
-        """Train on the points with a label ``>= 0``; ``K`` is the kernel of ``X`` if precomputed."""
+        """Train on the points labeled ``>= 0``; ``K`` is the kernel of ``X`` if precomputed."""
         labels = np.asarray(labels)
         known = np.flatnonzero(labels >= 0)
         classes = np.unique(labels[known])

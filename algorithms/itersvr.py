@@ -35,9 +35,10 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
+from scipy.linalg import cho_factor, cho_solve
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.cluster import KMeans
-from sklearn.svm import SVC, SVR, LinearSVC, LinearSVR
+from sklearn.svm import SVC, SVR
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -150,38 +151,111 @@ class _ExactKernel:
         return KernelExpansionClassifier.fit(X, labels, kernel=kernel, gamma=gamma, C=C, K=self.K)
 
 
+class LinearLossADMM:
+    """ADMM for ``min_{w,b} 1/2 ||w||^2 + C sum_i loss_i(z_i^T w + b)`` on explicit features Z.
+
+    The loss is the Laplacian ``|t - y_i|`` (the SVR (6) with epsilon = 0) or the hinge
+    ``max(0, 1 - y_i t)`` (the SVM of objective (2)); both have closed-form proximal operators.
+    Splitting ``t = A theta`` with ``A = [Z, 1]``, the theta-step solves the same
+    ``(D + rho A^T A)`` system every time, so its Cholesky factor is computed once per ``rho`` and
+    reused across iterations, iterSVR steps and restarts; each iteration then costs O(n m).
+    liblinear's dual coordinate descent needs thousands of epochs at the seed's C = 500, which
+    is why this solver, not ``LinearSVR``, serves the large-n path. Warm starts carry ``theta``
+    and the scaled dual between calls.
+    """
+
+    def __init__(self, Z: np.ndarray, C: float, *, tol: float = 1e-4, max_iter: int = 500):
+        self.A = np.hstack([Z, np.ones((Z.shape[0], 1))])
+        self.C = C
+        self.tol = tol
+        self.max_iter = max_iter
+        self.gram = self.A.T @ self.A
+        # The bias is not regularised; a tiny ridge keeps the system positive definite.
+        self.ridge = np.ones(self.A.shape[1])
+        self.ridge[-1] = 1e-8
+        self.rho = C / max(1.0, float(np.sqrt(Z.shape[0])))
+        self._factor = None
+        self.theta = np.zeros(self.A.shape[1])
+
+    def _factorize(self) -> None:
+        self._factor = cho_factor(np.diag(self.ridge) + self.rho * self.gram)
+
+    def _solve(self, rhs: np.ndarray) -> np.ndarray:
+        return cho_solve(self._factor, rhs)
+
+    @staticmethod
+    def _prox(v: np.ndarray, y: np.ndarray, step: float, loss: str) -> np.ndarray:
+        if loss == "laplacian":  # prox of step * |t - y|: soft-threshold around y
+            d = v - y
+            return y + np.sign(d) * np.maximum(np.abs(d) - step, 0.0)
+        margin = y * v  # prox of step * max(0, 1 - y t), y in {-1, +1}
+        return np.where(margin >= 1.0, v, np.where(margin <= 1.0 - step, v + step * y, y))
+
+    def fit(self, y: np.ndarray, loss: str) -> np.ndarray:
+        """Returns ``theta = (w, b)``; warm-started from the previous call."""
+        if self._factor is None:
+            self._factorize()
+        A, theta = self.A, self.theta
+        t = A @ theta
+        u = np.zeros_like(t)
+        n, p = A.shape
+        for iteration in range(1, self.max_iter + 1):
+            theta = self._solve(self.rho * (A.T @ (t - u)))
+            At = A @ theta
+            t_old = t
+            t = self._prox(At + u, y, self.C / self.rho, loss)
+            u += At - t
+            primal = np.linalg.norm(At - t)
+            dual = self.rho * np.linalg.norm(A.T @ (t - t_old))
+            if (primal <= self.tol * (np.sqrt(n) + max(np.linalg.norm(At), np.linalg.norm(t)))
+                    and dual <= self.tol * (np.sqrt(p) + self.rho * np.linalg.norm(A.T @ u))):
+                break
+            # Residual balancing (Boyd et al. 2011, 3.4.1), checked sparingly: each change of rho
+            # costs a new O(m^3) factorisation.
+            if iteration % 20 == 0 and (primal > 10 * dual or dual > 10 * primal):
+                scale = 2.0 if primal > dual else 0.5
+                self.rho *= scale
+                u /= scale
+                self._factorize()
+        self.theta = theta
+        return theta
+
+    def objective(self, theta: np.ndarray, y: np.ndarray, loss: str) -> float:
+        f = self.A @ theta
+        losses = np.abs(f - y) if loss == "laplacian" else np.maximum(0.0, 1.0 - y * f)
+        return 0.5 * float(theta[:-1] @ theta[:-1]) + self.C * float(losses.sum())
+
+
 class _NystromFeatures:
-    """Explicit features ``Z = phi(X)``: linear SVR/SVM in Z approximate the kernel versions."""
+    """Explicit features ``Z = phi(X)``: the SVR and SVM solved in Z approximate the kernel ones."""
 
     def __init__(self, Z: np.ndarray, feature_map: NystromMap):
         self.Z = Z
         self.feature_map = feature_map
+        self._solvers: dict[float, LinearLossADMM] = {}
 
     def subset(self, index: np.ndarray) -> _NystromFeatures:
         return _NystromFeatures(self.Z[index], self.feature_map)
 
-    def svr_scores(self, y: np.ndarray, C: float) -> np.ndarray:
-        svr = LinearSVR(C=C, epsilon=0.0, loss="epsilon_insensitive", dual=True, tol=1e-3,
-                        max_iter=2000, fit_intercept=True)
-        svr.fit(self.Z, y)
-        return self.Z @ svr.coef_
+    def _solver(self, C: float) -> LinearLossADMM:
+        if C not in self._solvers:
+            self._solvers[C] = LinearLossADMM(self.Z, C)
+        return self._solvers[C]
 
-    def _linear_svm(self, y: np.ndarray, C: float) -> LinearSVC:
-        svm = LinearSVC(C=C, loss="hinge", dual=True, tol=1e-3, max_iter=2000)
-        return svm.fit(self.Z, y)
+    def svr_scores(self, y: np.ndarray, C: float) -> np.ndarray:
+        theta = self._solver(C).fit(y, "laplacian")
+        return self.Z @ theta[:-1]
 
     def margin_objective(self, y: np.ndarray, C: float) -> float:
-        svm = self._linear_svm(y, C)
-        w = svm.coef_[0]
-        f = self.Z @ w + svm.intercept_[0]
-        return 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - y * f).sum())
+        solver = self._solver(C)
+        return solver.objective(solver.fit(y, "hinge"), y, "hinge")
 
     def classifier(self, X: np.ndarray, labels: np.ndarray, C: float, kernel: str, gamma: float):
         # f(x) = phi(x) w + b = K(x, landmarks) (P w) + b: a kernel expansion over the landmarks.
-        svm = self._linear_svm(np.where(labels == 1, 1.0, -1.0), C)
+        theta = self._solver(C).fit(np.where(labels == 1, 1.0, -1.0), "hinge")
         fm = self.feature_map
         return KernelExpansionClassifier(
-            fm.landmarks, (fm.projection @ svm.coef_[0])[:, None], svm.intercept_[:1],
+            fm.landmarks, (fm.projection @ theta[:-1])[:, None], theta[-1:],
             np.array([0, 1]), fm.kernel, fm.gamma,
         )
 
@@ -233,11 +307,24 @@ def iterate_svr(
     C: float,
     limit: float,
     max_iter: int,
+    visited: dict[bytes, np.ndarray] | None = None,
     on_iteration=None,
 ) -> tuple[np.ndarray, int]:
-    """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations."""
+    """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations.
+
+    The iteration is deterministic in ``y``, so a restart that reaches a labeling an earlier run
+    already passed through ends where that run ended: ``visited`` maps each labeling seen to its
+    run's final labels and lets later restarts stop there instead of refitting.
+    """
+    visited = {} if visited is None else visited
+    trajectory: list[bytes] = []
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
+        key = y.tobytes()
+        if key in visited:
+            y = visited[key]
+            break
+        trajectory.append(key)
         f = space.svr_scores(y, C)
         new_y, _, loss = balanced_bias_search(f, limit)
         changed = int(np.count_nonzero(new_y != y))
@@ -246,6 +333,8 @@ def iterate_svr(
             on_iteration(n_iter, loss, changed)
         if changed == 0:
             break
+    for key in trajectory:
+        visited[key] = y
     return y, n_iter
 
 
@@ -263,9 +352,14 @@ def cluster_binary(
     """Binary iterSVR from several k-means starts; keep the labeling with the best objective (2)."""
     limit = balance_limit(X.shape[0], class_balance)
     best: BinarySplit | None = None
+    visited: dict[bytes, np.ndarray] = {}
+    scored: set[bytes] = set()
     for y0 in kmeans_initial_labelings(X, n_init, rng):
-        y, n_iter = iterate_svr(space, y0, C=C, limit=limit, max_iter=max_iter,
+        y, n_iter = iterate_svr(space, y0, C=C, limit=limit, max_iter=max_iter, visited=visited,
                                 on_iteration=on_iteration)
+        if y.tobytes() in scored:
+            continue
+        scored.add(y.tobytes())
         objective = space.margin_objective(y, C)
         if best is None or objective < best.objective:
             best = BinarySplit(y, objective, n_iter)
@@ -443,6 +537,17 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                                      gamma=self.gamma_, random_state=rng)
         return "nystrom", _NystromFeatures(feature_map.transform(X), feature_map)
 
+    def _split_balance(self) -> float:
+        """Balance fraction ``l / n`` used by each binary split.
+
+        Two clusters: ``class_balance`` as in the seed. For ``k > 2`` a split may have to separate
+        one cluster from the others (1/3 against 2/3 for three equal clusters), which a near-even
+        balance forbids, so each split allows an extra ``1 / k`` of imbalance.
+        """
+        if self.n_clusters == 2:
+            return self.class_balance
+        return min(1.0, self.class_balance + 1.0 / self.n_clusters)
+
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
         self._validate_params()
@@ -450,7 +555,8 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
         rng = check_random_state(self.random_state)
-        self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor) if self.kernel == "rbf" else 0.0
+        rbf = self.kernel == "rbf"
+        self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor) if rbf else 0.0
         report(progress, 0, None, f"computing the {self.kernel} kernel for {X.shape[0]} points")
         self.solver_, space = self._build_space(X, rng)
 
@@ -471,7 +577,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     sub_X = X[node.index]
                     node.split = cluster_binary(
                         sub_X, space.subset(node.index) if node.index.size < X.shape[0] else space,
-                        C=self.C, class_balance=self.class_balance, n_init=self.n_init,
+                        C=self.C, class_balance=self._split_balance(), n_init=self.n_init,
                         max_iter=self.max_iter, rng=rng, on_iteration=on_iteration,
                     )
             splittable = [leaf for leaf in leaves if nodes[leaf].split is not None]

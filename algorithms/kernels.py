@@ -33,7 +33,9 @@ def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
     return float(np.sqrt(np.sum((span - low) ** 2)))
 
 
-def resolve_gamma(X: np.ndarray | sp.spmatrix, gamma: GammaSpec, width_factor: float = 1.0) -> float:
+def resolve_gamma(
+    X: np.ndarray | sp.spmatrix, gamma: GammaSpec, width_factor: float = 1.0
+) -> float:
     """Turn a ``gamma`` parameter into the number used by the RBF kernel.
 
     * ``"auto"``: the iterSVR heuristic (section 4): ``sigma = width_factor * D`` with ``D`` from
@@ -74,10 +76,7 @@ def pairwise_kernel(
 ) -> np.ndarray:
     """Dense kernel matrix between the rows of ``X`` and ``Y`` (``Y = X`` when omitted)."""
     check_kernel_name(kernel)
-    if kernel == "linear":
-        K = linear_kernel(X, Y)
-    else:
-        K = rbf_kernel(X, Y, gamma=gamma)
+    K = linear_kernel(X, Y) if kernel == "linear" else rbf_kernel(X, Y, gamma=gamma)
     return np.asarray(K, dtype=np.float64)
 
 
@@ -95,7 +94,7 @@ def center_kernel(K: np.ndarray) -> np.ndarray:
 
 
 def normalized_laplacian(K: np.ndarray) -> np.ndarray:
-    """``I - D^{-1/2} K D^{-1/2}`` with ``D = diag(K e)``, the normalized graph Laplacian of ``K``."""
+    """``I - D^{-1/2} K D^{-1/2}`` with ``D = diag(K e)``: the normalized graph Laplacian."""
     degree = K.sum(axis=1)
     if np.any(degree <= 0):
         raise ValueError("the affinity matrix has a row with no positive weight")
@@ -143,7 +142,8 @@ class NystromMap:
         return cls(np.asarray(landmarks, dtype=np.float64), projection, kernel, float(gamma))
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
-        return pairwise_kernel(X, self.landmarks, kernel=self.kernel, gamma=self.gamma) @ self.projection
+        K = pairwise_kernel(X, self.landmarks, kernel=self.kernel, gamma=self.gamma)
+        return K @ self.projection
 
     def to_arrays(self, prefix: str = "nystrom_") -> dict[str, np.ndarray]:
         return {f"{prefix}landmarks": self.landmarks, f"{prefix}projection": self.projection}
@@ -154,5 +154,8 @@ class NystromMap:
     @classmethod
     def from_export(cls, meta: dict, arrays: dict[str, np.ndarray], prefix: str = "nystrom_"):
         return cls(
-            arrays[f"{prefix}landmarks"], arrays[f"{prefix}projection"], meta["kernel"], meta["gamma"]
+            arrays[f"{prefix}landmarks"],
+            arrays[f"{prefix}projection"],
+            meta["kernel"],
+            meta["gamma"],
         )

@@ -117,7 +117,8 @@ def get_spec(name: str) -> AlgorithmSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+        known = ", ".join(sorted(REGISTRY))
+        raise KeyError(f"unknown algorithm {name!r}; known: {known}") from None
 
 
 def algorithm_names() -> list[str]:

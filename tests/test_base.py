@@ -1,0 +1,115 @@
+"""Shared numerics: clustering error, kernels and width heuristics, portable arrays, validation."""
+
+import numpy as np
+import pytest
+
+from algorithms.base import (
+    arrays_to_npz_bytes,
+    as_float_matrix,
+    check_clustering_input,
+    clustering_error,
+    labels_from_leading_eigenvector,
+    npz_bytes_to_arrays,
+)
+from algorithms.kernels import (
+    NystromMap,
+    center_kernel,
+    data_diameter,
+    normalized_laplacian,
+    pairwise_kernel,
+    resolve_gamma,
+)
+
+
+def test_clustering_error_is_invariant_to_cluster_names():
+    truth = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+    renamed = np.array([5, 5, 5, 3, 3, 9, 9, 9])
+    assert clustering_error(truth, renamed) == 0.0
+
+
+def test_clustering_error_counts_misassigned_points_after_hungarian_matching():
+    truth = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    pred = np.array([1, 1, 1, 0, 0, 0, 0, 1])  # best matching 1->0, 0->1 leaves 2 wrong
+    assert clustering_error(truth, pred) == pytest.approx(2 / 8)
+
+
+def test_clustering_error_handles_more_clusters_than_classes_and_outliers():
+    truth = np.array([0, 0, 1, 1, 1, 1])
+    pred = np.array([0, 0, 1, 1, 2, -1])  # cluster 2 and the outlier cannot match
+    assert clustering_error(truth, pred) == pytest.approx(2 / 6)
+
+
+def test_gamma_auto_is_the_seeds_width_heuristic():
+    X = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 4.0]])
+    diameter = np.sqrt(3.0**2 + 4.0**2)  # D = sqrt(sum_k (max_k - min_k)^2) = 5
+    assert data_diameter(X) == pytest.approx(diameter)
+    assert resolve_gamma(X, "auto", width_factor=2.0) == pytest.approx(1.0 / (2.0 * diameter) ** 2)
+
+
+def test_rbf_kernel_matches_its_definition():
+    rng = np.random.RandomState(0)
+    X, Y = rng.randn(5, 3), rng.randn(4, 3)
+    expected = np.exp(-0.7 * ((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(pairwise_kernel(X, Y, kernel="rbf", gamma=0.7), expected, rtol=1e-12)
+    np.testing.assert_allclose(pairwise_kernel(X, Y, kernel="linear"), X @ Y.T, rtol=1e-12)
+
+
+def test_unknown_kernel_and_bad_gamma_are_refused():
+    X = np.eye(3)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        pairwise_kernel(X, kernel="poly")
+    with pytest.raises(ValueError, match="positive"):
+        resolve_gamma(X, -1.0)
+
+
+def test_centered_kernel_has_zero_row_sums_and_laplacian_is_psd():
+    rng = np.random.RandomState(1)
+    K = pairwise_kernel(rng.randn(20, 2), gamma=0.5)
+    np.testing.assert_allclose(center_kernel(K).sum(axis=0), 0.0, atol=1e-10)
+    assert np.linalg.eigvalsh(normalized_laplacian(K)).min() > -1e-10
+
+
+def test_nystrom_map_reproduces_the_kernel_on_its_landmarks():
+    rng = np.random.RandomState(2)
+    X = rng.randn(50, 3)
+    fmap = NystromMap.fit(X, n_components=50, gamma=0.3, random_state=0)
+    Z = fmap.transform(X)
+    np.testing.assert_allclose(Z @ Z.T, pairwise_kernel(X, gamma=0.3), atol=1e-6)
+
+
+def test_portable_arrays_round_trip_without_pickle():
+    arrays = {"a": np.arange(6.0).reshape(2, 3), "b": np.array([1, 2, 3])}
+    loaded = npz_bytes_to_arrays(arrays_to_npz_bytes(arrays))
+    for key, value in arrays.items():
+        np.testing.assert_array_equal(loaded[key], value)
+    with pytest.raises(TypeError, match="numeric"):
+        arrays_to_npz_bytes({"bad": np.array([{"x": 1}], dtype=object)})
+
+
+@pytest.mark.parametrize(
+    ("X", "message"),
+    [
+        ([[1.0, np.nan], [0.0, 1.0]], "NaN"),
+        ([[1.0, np.inf], [0.0, 1.0]], "NaN or infinity"),
+        ([1.0, 2.0, 3.0], "2D"),
+        ([[1.0, 2.0], [3.0]], "ragged"),
+        ([["a", "b"], ["c", "d"]], "numbers"),
+    ],
+)
+def test_bad_matrices_are_refused_with_a_message_that_names_the_problem(X, message):
+    with pytest.raises(ValueError, match=message):
+        as_float_matrix(X)
+
+
+def test_clustering_input_needs_enough_distinct_points():
+    with pytest.raises(ValueError, match="n_samples=2 is fewer than n_clusters=3"):
+        check_clustering_input(np.array([[0.0], [1.0]]), 3)
+    with pytest.raises(ValueError, match="identical"):
+        check_clustering_input(np.ones((5, 2)), 2)
+
+
+def test_leading_eigenvector_recovers_labels_from_outer_product():
+    y = np.array([1, 1, -1, 1, -1, -1.0])
+    labels, scores = labels_from_leading_eigenvector(np.outer(y, y))
+    assert clustering_error(y, labels) == 0.0
+    np.testing.assert_allclose(np.abs(scores), 1.0)

@@ -1,0 +1,171 @@
+"""iterSVR against its seed (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
+
+``sklearn.datasets.load_digits`` is the UCI optical digits test set the seed uses. All runs use the
+defaults (C = 500, gamma="auto" with sigma = 3 D, l = 0.03 n, 10 k-means restarts), random_state=0.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.itersvr import IterSVR, balanced_bias_search
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits(return_X_y=True)
+
+
+def _pair(digits, classes):
+    X, y = digits
+    mask = np.isin(y, classes)
+    return X[mask], y[mask]
+
+
+# Seed Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds are the
+# issue's acceptance levels: the paper's number plus about one point for 3-8, 1-7 and 2-7.
+@pytest.mark.parametrize(
+    ("classes", "max_error"),
+    [((3, 8), 0.044), ((1, 7), 0.010), ((2, 7), 0.010), ((8, 9), 0.047)],
+)
+def test_digit_pairs_match_table_1(digits, classes, max_error):
+    X, y = _pair(digits, classes)
+    labels = IterSVR(random_state=0).fit(X).labels_
+    assert clustering_error(y, labels) <= max_error
+
+
+def test_mean_error_over_all_45_digit_pairs_matches_table_2(digits):
+    # Seed Table 2: 1.82 % for iterSVR on UCI digits; accepted up to 2.3 %.
+    errors = []
+    for classes in itertools.combinations(range(10), 2):
+        X, y = _pair(digits, classes)
+        errors.append(clustering_error(y, IterSVR(random_state=0).fit(X).labels_))
+    assert np.mean(errors) <= 0.023
+
+
+def test_four_digit_classes_by_recursive_bisection(digits):
+    X, y = _pair(digits, (0, 6, 8, 9))
+    est = IterSVR(n_clusters=4, random_state=0).fit(X)
+    assert sorted(np.unique(est.labels_)) == [0, 1, 2, 3]
+    assert clustering_error(y, est.labels_) <= 0.08
+
+
+def test_out_of_sample_svm_labels_held_out_half(digits):
+    X, y = _pair(digits, (3, 8))
+    rng = np.random.RandomState(0)
+    train = rng.rand(X.shape[0]) < 0.5
+    est = IterSVR(random_state=0).fit(X[train])
+    assert clustering_error(y[~train], est.predict(X[~train])) <= 0.05
+
+
+@pytest.mark.parametrize("n_clusters", [2, 4])
+def test_portable_model_round_trip_predicts_identically(digits, n_clusters):
+    X, _ = _pair(digits, (0, 6, 8, 9))
+    est = IterSVR(n_clusters=n_clusters, random_state=0).fit(X)
+    meta, arrays = est.to_model()
+    restored = IterSVR.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
+    np.testing.assert_array_equal(restored.predict(X), est.predict(X))
+    np.testing.assert_allclose(restored.decision_function(X), est.decision_function(X))
+
+
+def test_decision_function_agrees_with_predict(digits):
+    X, _ = _pair(digits, (3, 8))
+    est = IterSVR(random_state=0).fit(X)
+    np.testing.assert_array_equal(est.predict(X), (est.decision_function(X) > 0).astype(int))
+    multi = IterSVR(n_clusters=3, random_state=0).fit(X)
+    np.testing.assert_array_equal(multi.predict(X), multi.decision_function(X).argmax(axis=1))
+
+
+def test_large_n_path_uses_nystrom_features_and_keeps_accuracy(digits):
+    X, y = _pair(digits, (3, 8))
+    est = IterSVR(exact_max_n=100, random_state=0).fit(X)
+    assert est.solver_ == "nystrom"
+    assert clustering_error(y, est.labels_) <= 0.044
+    assert clustering_error(y, est.predict(X)) <= 0.05
+
+
+def test_progress_is_reported_every_iteration(digits):
+    X, _ = _pair(digits, (2, 7))
+    events = []
+    IterSVR(random_state=0).fit(X, progress=lambda *event: events.append(event))
+    steps = [step for step, _, _ in events]
+    assert len(events) >= 3 and steps == sorted(steps)
+    assert any("SVR iteration" in message for _, _, message in events)
+
+
+def _brute_force_bias(f, limit):
+    """Problem (8) by enumeration: every split of the sorted scores, b by a dense 1-D grid."""
+    n = f.size
+    best = np.inf
+    for b in np.linspace(-f.max() - 2, -f.min() + 2, 20001):
+        y = np.where(f + b > 0, 1.0, -1.0)
+        if abs(y.sum()) <= limit and 0 < (y > 0).sum() < n:
+            best = min(best, np.abs(f + b - y).sum())
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bias_search_finds_the_optimum_of_problem_8(seed):
+    rng = np.random.RandomState(seed)
+    f = np.concatenate([rng.normal(-0.8, 0.5, 17), rng.normal(1.2, 0.4, 8)])
+    limit = 0.3 * f.size
+    y, b, loss = balanced_bias_search(f, limit)
+    assert abs(y.sum()) <= limit
+    assert loss == pytest.approx(np.abs(f + b - y).sum())
+    assert loss <= _brute_force_bias(f, limit) + 1e-6
+
+
+def test_bias_search_respects_a_tight_balance():
+    f = np.concatenate([np.full(30, -1.0), np.full(10, 1.0)])
+    y, _, _ = balanced_bias_search(f, limit=0.03 * f.size)
+    assert abs(y.sum()) <= 2  # 20 / 20 split forced although the scores say 30 / 10
+
+
+@pytest.mark.parametrize(
+    ("params", "X", "message"),
+    [
+        ({}, [[0.0, np.nan], [1.0, 2.0], [3.0, 1.0]], "NaN"),
+        ({}, [[0.0, np.inf], [1.0, 2.0], [3.0, 1.0]], "infinity"),
+        ({}, [0.0, 1.0, 2.0], "2D"),
+        ({}, [[0.0, 1.0], [1.0], [2.0, 3.0]], "ragged"),
+        ({"n_clusters": 5}, [[0.0], [1.0], [2.0]], "fewer than n_clusters"),
+        ({}, [[1.0, 1.0]] * 6, "identical"),
+        ({"n_clusters": 1}, [[0.0], [1.0], [2.0]], "n_clusters"),
+        ({"kernel": "poly"}, [[0.0], [1.0], [2.0]], "kernel"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_problem(params, X, message):
+    with pytest.raises(ValueError, match=message):
+        IterSVR(**params).fit(X)
+
+
+def test_clone_and_params_round_trip():
+    est = IterSVR(n_clusters=3, C=10.0, random_state=1)
+    copy = clone(est)
+    assert copy.get_params() == est.get_params()
+    copy.set_params(C=20.0)
+    assert copy.C == 20.0 and est.C == 10.0
+
+
+def test_blobs_with_three_clusters_are_found():
+    X, y = make_blobs(n_samples=150, centers=3, cluster_std=0.8, random_state=3)
+    assert clustering_error(y, IterSVR(n_clusters=3, random_state=0).fit_predict(X)) <= 0.02
+
+
+# Skipped: check_dont_overwrite_parameters fits with n_clusters=1 and n_components=1, which the
+# issue requires IterSVR to refuse (n_clusters < 2 is a ValueError; n_components >= 10 landmarks).
+_SKIPPED_CHECKS = {
+    "check_dont_overwrite_parameters": "sets n_clusters=1, which IterSVR rejects by contract",
+}
+
+
+@parametrize_with_checks(
+    [IterSVR(random_state=0, n_init=2)], expected_failed_checks=lambda _: _SKIPPED_CHECKS
+)
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
