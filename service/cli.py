@@ -105,10 +105,10 @@ def parse_param(text: str) -> tuple[str, Any]:
 class ProgressBar:
     """One status line on stderr: elapsed time, step, objective and the solver's message."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
         self.started = time.perf_counter()
-        self.tty = stream.isatty()
+        self.tty = self.stream.isatty()
 
     def __call__(self, step: int, objective: float | None, message: str) -> None:
         elapsed = time.perf_counter() - self.started
