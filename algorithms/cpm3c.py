@@ -159,7 +159,7 @@ def solve_cutting_plane_dual(
 
 @dataclass
 class _Data:
-    """``x'_i = (x_i - mean) / radius`` without forming it; ``radius^2`` = mean ``||x - mean||^2``."""
+    """``x'_i = (x_i - mean) / radius`` without forming it; ``radius^2 = mean ||x - mean||^2``."""
 
     X: np.ndarray | sp.csr_matrix
     mean: np.ndarray
@@ -411,7 +411,9 @@ def solve_cpm3c(
     )
 
 
-def initial_weights(data: _Data, centroids: np.ndarray, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+def initial_weights(
+    data: _Data, centroids: np.ndarray, binary: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Algorithm 2's ``w^(0)`` from k-means centroids: the linear scores whose argmax is the
     nearest centroid, ``f_p(x') = c'_p.x' - ||c'_p||^2 / 2``, scaled so that the median margin
     ``f_p* - f_r*`` is 1 (about half the points then enter the first constraint (14)).
@@ -593,7 +595,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.gamma_ = 0.0
         if self.kernel == "rbf":
             self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor)
-            report(progress, 0, None, f"Nystrom coordinates ({self.n_components}) of the rbf kernel")
+            report(progress, 0, None, f"{self.n_components} Nystrom coordinates of the rbf kernel")
             self.nystrom_ = NystromMap.fit(X, n_components=self.n_components, kernel="rbf",
                                            gamma=self.gamma_, random_state=rng)
             X = self.nystrom_.transform(X)
