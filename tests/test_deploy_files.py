@@ -1,0 +1,74 @@
+"""Docker cannot run here: check that the compose file and Dockerfile name what exists."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from service.cli import build_parser
+from worker.queues import QUEUE_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compose_services() -> dict[str, dict[str, str]]:
+    """Services of docker-compose.yml as {name: {key: raw value}} (two-space YAML, flow lists)."""
+    services: dict[str, dict[str, str]] = {}
+    in_services, current = False, None
+    for line in (ROOT / "docker-compose.yml").read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line.startswith(" "):
+            in_services = line.startswith("services:")
+            continue
+        if in_services and re.match(r"^  [\w-]+:\s*$", line):
+            current = line.strip()[:-1]
+            services[current] = {}
+        elif in_services and current and re.match(r"^    [\w-]+:", line):
+            key, _, value = line.strip().partition(":")
+            services[current][key] = value.strip()
+        elif in_services and current:
+            services[current][key] += "\n" + line.strip()
+    return services
+
+
+def test_compose_runs_redis_with_aof_api_and_one_worker_per_queue():
+    services = compose_services()
+    assert set(services) == {"redis", "api", "worker-fast", "worker-slow"}
+    redis_command = json.loads(services["redis"]["command"])
+    assert redis_command[:3] == ["redis-server", "--appendonly", "yes"]
+    assert "redis-data:/data" in services["redis"]["volumes"]
+    for name, service in services.items():
+        assert service["restart"] == "unless-stopped", name
+        assert "healthcheck" in service, name
+    assert "MMC_REDIS_URL: redis://redis:6379/0" in services["api"]["environment"]
+
+
+def test_compose_commands_exist():
+    services = compose_services()
+    api = json.loads(services["api"]["command"])
+    assert api[:3] == ["uvicorn", "--factory", "service.app:create_app"]
+    from service.app import create_app
+
+    assert callable(create_app)
+    parser = build_parser()
+    for queue in QUEUE_NAMES:
+        command = json.loads(services[f"worker-{queue}"]["command"])
+        assert command[0] == "mmc", command
+        args = parser.parse_args(command[1:])  # exits (fails the test) if the CLI lacks it
+        assert args.command == "worker" and args.queues == [queue]
+
+
+@pytest.mark.parametrize("needle", ["FROM python:3.11-slim AS build", "USER mmc",
+                                    "COPY --from=build /opt/venv /opt/venv", "HEALTHCHECK"])
+def test_dockerfile_builds_a_slim_non_root_image(needle):
+    assert needle in (ROOT / "Dockerfile").read_text()
+
+
+def test_dockerfile_final_stage_has_no_build_tools():
+    final_stage = (ROOT / "Dockerfile").read_text().split("\nFROM ")[-1]
+    assert "build-essential" not in final_stage and "apt-get install" not in final_stage
+    assert 'CMD ["uvicorn", "--factory", "service.app:create_app"' in final_stage
