@@ -1,0 +1,748 @@
+"""Support vector clustering: the minimal enclosing sphere and its contours.
+
+Ben-Hur, Horn, Siegelmann & Vapnik, "A Support Vector Method for Clustering", NIPS 2001
+(``../shared/seeds/SVC_ben-hur_et_al_2001.txt``).
+
+1. The sphere. The Wolfe dual (11), ``max_beta sum_j K_jj beta_j - beta^T K beta`` subject to
+   ``sum_j beta_j = 1`` (3) and ``0 <= beta_j <= C`` (9), with the Gaussian kernel (10)
+   ``exp(-q ||x - x'||^2)``. Because ``K_jj = 1`` the linear term is constant and (11) is the
+   one-class SVM of Schoelkopf et al. (seed ref. [4]) with ``nu = 1 / (N C)``; libsvm solves it and
+   its ``alpha = N nu beta``, its ``rho = N nu sum_j beta_j K(x_j, x_sv)``. Points with
+   ``0 < beta < C`` are support vectors (on the sphere), ``beta = C`` bounded SVs (outside).
+2. The radius. ``R^2(x)`` by (13); ``R`` is ``R(x)`` on the support vectors (14), averaged. A point
+   is inside the sphere, ``R(x) <= R``, exactly when ``sum_j beta_j K(x_j, x) >= rho / (N nu)``,
+   which is what the segment tests evaluate (one kernel row per sampled point, no ``R`` needed).
+3. Labeling. Clusters are the connected components of the graph of (19): ``A_ij = 1`` when every
+   sampled point of the segment ``x_i x_j`` is inside the sphere (the seed samples 10 points).
+   The segment tests are batched in numpy and the components come from
+   ``scipy.sparse.csgraph.connected_components``. Which pairs are tested is the ``labeling``:
+
+   * ``"complete"``: every pair of points that are not bounded SVs, as in the seed; O(N^2) tests.
+   * ``"support_vectors"``: every pair of support vectors, plus each other point against its
+     ``n_neighbors`` nearest support vectors; O(N_sv^2 + N k) tests. A point whose segment to no
+     nearby support vector stays inside joins the cluster of its nearest support vector.
+   * ``"knn"``: each point against its ``n_neighbors`` nearest points; O(N k) tests.
+
+   Bounded SVs are not labeled by (19); like the seed they join the cluster of the nearest labeled
+   point (``bounded_svs="nearest"``), or are marked ``-1`` (``bounded_svs="outlier"``).
+4. The width. ``gamma`` is the seed's ``q``. ``gamma="auto"`` runs the divisive schedule of
+   section 4: start at ``q = 1 / max_ij ||x_i - x_j||^2`` (one cluster), raise ``q`` until the
+   contours split into ``n_clusters`` clusters, and raise ``1/C`` (``p``) whenever single points
+   break off or support vectors become too many, so a user need not guess ``q``.
+
+Out-of-sample: a new point inside the sphere joins the cluster of a support vector it connects to
+(the segment test of (19) against its ``n_neighbors`` nearest support vectors); a point outside
+joins the cluster of the nearest stored point (support vectors and bounded SVs), or gets ``-1``
+with ``bounded_svs="outlier"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.svm import OneClassSVM
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from algorithms.base import (
+    AlgorithmParams,
+    MMCEstimatorMixin,
+    NClusters,
+    ProgressCallback,
+    as_float_matrix,
+    check_clustering_input,
+    report,
+)
+from algorithms.kernels import pairwise_kernel, resolve_gamma, squared_distances
+
+Labeling = Literal["complete", "support_vectors", "knn"]
+
+# Kernel entries evaluated per batch of segment points: bounds memory at about 32 MB.
+_BATCH_ENTRIES = 1 << 22
+# Above this many points the diameter for gamma="auto" is bounded by 2 max ||x - mean||.
+_EXACT_DIAMETER_MAX_N = 5000
+# gamma="auto" stops raising p = 1/(NC) here: at p = 1 every point is a bounded SV.
+_MAX_P = 0.95
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 2: the minimal enclosing sphere, dual (11)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sphere:
+    """Solution of the dual (11): ``beta`` over the points with ``beta > 0`` and the radius.
+
+    ``inside(x)`` iff ``kernel_sum(x) = sum_j beta_j K(x_j, x) >= threshold``, the same as
+    ``R(x) <= R`` by (13); ``radius**2 = 1 - 2 threshold + beta^T K beta``.
+    """
+
+    points: np.ndarray  # coordinates of the points with beta > 0 (SVs and bounded SVs)
+    beta: np.ndarray
+    index: np.ndarray  # their row in the training data
+    bounded: np.ndarray  # bool: beta == C
+    threshold: float
+    beta_k_beta: float
+    gamma: float
+    C: float
+
+    @property
+    def radius(self) -> float:
+        return math.sqrt(max(1.0 - 2.0 * self.threshold + self.beta_k_beta, 0.0))
+
+    def kernel_sum(self, Y: np.ndarray) -> np.ndarray:
+        """``sum_j beta_j K(x_j, y)`` for every row of ``Y``, in memory-bounded batches."""
+        out = np.empty(Y.shape[0])
+        step = max(1, _BATCH_ENTRIES // max(self.points.shape[0], 1))
+        points_sq = np.einsum("ij,ij->i", self.points, self.points)
+        for start in range(0, Y.shape[0], step):
+            block = Y[start : start + step]
+            # exp(-q ||y - x||^2) from the expansion ||y||^2 + ||x||^2 - 2 y.x, in place.
+            D = block @ self.points.T
+            D *= -2.0
+            D += points_sq[None, :]
+            D += np.einsum("ij,ij->i", block, block)[:, None]
+            np.maximum(D, 0.0, out=D)
+            D *= -self.gamma
+            np.exp(D, out=D)
+            out[start : start + step] = D @ self.beta
+        return out
+
+    def squared_radius_of(self, Y: np.ndarray) -> np.ndarray:
+        """``R^2(y)`` of (13)."""
+        return 1.0 - 2.0 * self.kernel_sum(Y) + self.beta_k_beta
+
+
+def solve_enclosing_sphere(X: np.ndarray, gamma: float, p: float, tol: float = 1e-4,
+                           cache_size: float = 200.0) -> Sphere:
+    """Minimal enclosing sphere of ``phi(X)``: dual (11) with ``C = 1 / (N p)``.
+
+    Solved as libsvm's one-class SVM with ``nu = p``: for the Gaussian kernel ``K_jj = 1``, so
+    (11) is ``min beta^T K beta`` under (3) and (9), the one-class dual with ``alpha = N p beta``.
+    """
+    n = X.shape[0]
+    ocsvm = OneClassSVM(kernel="rbf", gamma=gamma, nu=p, tol=tol, cache_size=cache_size)
+    ocsvm.fit(X)
+    alpha = np.asarray(ocsvm.dual_coef_[0], dtype=np.float64)
+    scale = n * p  # alpha = scale * beta, upper bound of alpha is 1
+    bounded = alpha >= 1.0 - 1e-9
+    beta = alpha / scale
+    points = np.asarray(ocsvm.support_vectors_, dtype=np.float64)
+    K = pairwise_kernel(points, kernel="rbf", gamma=gamma)
+    return Sphere(
+        points=points,
+        beta=beta,
+        index=np.asarray(ocsvm.support_, dtype=np.int64),
+        bounded=bounded if p * n > 1.0 else np.zeros_like(bounded),
+        threshold=float(ocsvm.offset_[0]) / scale,
+        beta_k_beta=float(beta @ K @ beta),
+        gamma=float(gamma),
+        C=1.0 / scale,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 3: cluster labeling by the adjacency (19)
+# ---------------------------------------------------------------------------------------------
+
+
+def _bisection_order(n_points: int) -> np.ndarray:
+    """Sample indices ordered middle first, then the points farthest from those already tested.
+
+    A segment that leaves the sphere usually does so near its middle, so most failing segments
+    are discarded after one kernel evaluation instead of ``n_points``.
+    """
+    chosen = [(n_points - 1) // 2]
+    rest = set(range(n_points)) - set(chosen)
+    while rest:
+        nxt = max(sorted(rest), key=lambda i: min(abs(i - c) for c in chosen))
+        chosen.append(nxt)
+        rest.remove(nxt)
+    return np.array(chosen)
+
+
+def segments_inside(sphere: Sphere, A: np.ndarray, B: np.ndarray, n_points: int = 10) -> np.ndarray:
+    """Adjacency (19) for the segments ``A[i] -> B[i]``: True when all sampled points are inside.
+
+    The ``n_points`` samples are interior, ``t = 1/(n+1), ..., n/(n+1)``; the ends are the two
+    points themselves. Each sample position is evaluated for all segments still alive at once
+    (one kernel product per batch), middle first, so failing segments drop out early.
+    """
+    n_pairs = A.shape[0]
+    alive = np.arange(n_pairs)
+    t = np.arange(1, n_points + 1) / (n_points + 1.0)
+    for k in _bisection_order(n_points):
+        if alive.size == 0:
+            break
+        a = A[alive]
+        inside = sphere.kernel_sum(a + t[k] * (B[alive] - a)) >= sphere.threshold
+        alive = alive[inside]
+    connected = np.zeros(n_pairs, dtype=bool)
+    connected[alive] = True
+    return connected
+
+
+def _components(n: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    graph = coo_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n, n)).tocsr()
+    return connected_components(graph, directed=False)[1]
+
+
+def _nearest(reference: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Indices (into ``reference``) of the ``k`` nearest reference points of each query."""
+    k = min(k, reference.shape[0])
+    index = cKDTree(reference).query(queries, k=k)[1]
+    return index.reshape(queries.shape[0], k)
+
+
+def _complete_pairs(n: int, block: int):
+    """All pairs ``i < j`` of ``n`` points, a block of rows at a time (memory O(block n))."""
+    for start in range(0, n - 1, block):
+        i = np.arange(start, min(start + block, n - 1))
+        counts = n - 1 - i
+        rows = np.repeat(i, counts)
+        offsets = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        cols = rows + 1 + offsets
+        yield rows, cols
+
+
+def label_complete(sphere: Sphere, X: np.ndarray, n_points: int = 10) -> np.ndarray:
+    """The seed's labeling: components of (19) over all pairs of ``X`` (points not bounded SVs)."""
+    n = X.shape[0]
+    rows_all, cols_all = [], []
+    block = max(1, _BATCH_ENTRIES // max(n, 1))
+    for rows, cols in _complete_pairs(n, block):
+        keep = segments_inside(sphere, X[rows], X[cols], n_points)
+        rows_all.append(rows[keep])
+        cols_all.append(cols[keep])
+    if not rows_all:
+        return np.zeros(n, dtype=np.int64)
+    return _components(n, np.concatenate(rows_all), np.concatenate(cols_all))
+
+
+def label_knn(sphere: Sphere, X: np.ndarray, n_neighbors: int = 10,
+              n_points: int = 10) -> np.ndarray:
+    """Components of (19) restricted to the ``n_neighbors`` nearest neighbours of each point."""
+    n = X.shape[0]
+    if n == 1:
+        return np.zeros(1, dtype=np.int64)
+    neighbors = _nearest(X, X, n_neighbors + 1)[:, 1:]
+    rows = np.repeat(np.arange(n), neighbors.shape[1])
+    cols = neighbors.ravel()
+    low, high = np.minimum(rows, cols), np.maximum(rows, cols)
+    pairs = np.unique(np.stack([low, high], axis=1), axis=0)
+    keep = segments_inside(sphere, X[pairs[:, 0]], X[pairs[:, 1]], n_points)
+    return _components(n, pairs[keep, 0], pairs[keep, 1])
+
+
+def label_support_vector_graph(sphere: Sphere, X: np.ndarray, is_sv: np.ndarray,
+                               n_neighbors: int = 10, n_points: int = 10) -> np.ndarray:
+    """Components of (19) over SV-SV pairs plus each other point to its nearest SVs.
+
+    ``is_sv`` marks the support vectors among the rows of ``X``. A point none of whose tested
+    segments stays inside is joined to its nearest support vector.
+    """
+    n = X.shape[0]
+    sv = np.flatnonzero(is_sv)
+    if sv.size == 0:
+        return label_knn(sphere, X, n_neighbors, n_points)
+    others = np.flatnonzero(~is_sv)
+    i, j = np.triu_indices(sv.size, k=1)
+    sv_rows, sv_cols = sv[i], sv[j]
+    keep = segments_inside(sphere, X[sv_rows], X[sv_cols], n_points)
+    rows, cols = [sv_rows[keep]], [sv_cols[keep]]
+    if others.size:
+        near = sv[_nearest(X[sv], X[others], n_neighbors)]
+        o_rows = np.repeat(others, near.shape[1])
+        o_cols = near.ravel()
+        ok = segments_inside(sphere, X[o_rows], X[o_cols], n_points).reshape(near.shape)
+        # Nearest assignment for points that connect to none of their nearest SVs.
+        ok[~ok.any(axis=1), 0] = True
+        rows.append(o_rows[ok.ravel()])
+        cols.append(o_cols[ok.ravel()])
+    return _components(n, np.concatenate(rows), np.concatenate(cols))
+
+
+def relabel_by_size(components: np.ndarray) -> np.ndarray:
+    """Cluster ids ``0..k-1`` in order of decreasing size (ties: first point first)."""
+    ids, first, counts = np.unique(components, return_index=True, return_counts=True)
+    order = np.lexsort((first, -counts))
+    mapping = np.empty(ids.size, dtype=np.int64)
+    mapping[order] = np.arange(ids.size)
+    return mapping[np.searchsorted(ids, components)]
+
+
+def label_points(sphere: Sphere, X: np.ndarray, labeling: Labeling, n_neighbors: int = 10,
+                 n_points: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of all training points: ``(labels, nearest_labels)``.
+
+    ``labels`` has ``-1`` at the bounded SVs; ``nearest_labels`` gives them the cluster of the
+    nearest labeled point (the seed's choice). Cluster ids are ordered by decreasing size.
+    """
+    n = X.shape[0]
+    bounded = np.zeros(n, dtype=bool)
+    bounded[sphere.index[sphere.bounded]] = True
+    inner = np.flatnonzero(~bounded)
+    labels = np.full(n, -1, dtype=np.int64)
+    if inner.size == 0:  # every point a bounded SV: nothing is inside, one cluster by convention
+        labels[:] = 0
+        return np.full(n, -1, dtype=np.int64), labels
+    Xin = X[inner]
+    if labeling == "complete":
+        comps = label_complete(sphere, Xin, n_points)
+    elif labeling == "knn":
+        comps = label_knn(sphere, Xin, n_neighbors, n_points)
+    elif labeling == "support_vectors":
+        is_sv = np.zeros(n, dtype=bool)
+        is_sv[sphere.index[~sphere.bounded]] = True
+        comps = label_support_vector_graph(sphere, Xin, is_sv[inner], n_neighbors, n_points)
+    else:
+        raise ValueError(f"unknown labeling {labeling!r}")
+    labels[inner] = relabel_by_size(comps)
+    nearest = labels.copy()
+    out = np.flatnonzero(bounded)
+    if out.size:
+        nearest[out] = labels[inner[_nearest(Xin, X[out], 1)[:, 0]]]
+    return labels, nearest
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 4: the divisive schedule for q and C
+# ---------------------------------------------------------------------------------------------
+
+
+def max_squared_distance(X: np.ndarray) -> float:
+    """``max_ij ||x_i - x_j||^2``: exact up to 5,000 points, else ``(2 max ||x - mean||)^2``."""
+    n = X.shape[0]
+    if n > _EXACT_DIAMETER_MAX_N:
+        return float(4.0 * ((X - X.mean(axis=0)) ** 2).sum(axis=1).max())
+    best = 0.0
+    step = max(1, _BATCH_ENTRIES // n)
+    for start in range(0, n, step):
+        best = max(best, float(squared_distances(X[start : start + step], X).max()))
+    return best
+
+
+@dataclass
+class _Fit:
+    gamma: float
+    p: float
+    sphere: Sphere
+    labels: np.ndarray  # -1 at bounded SVs
+    nearest: np.ndarray
+
+    def cluster_sizes(self) -> np.ndarray:
+        return np.bincount(self.labels[self.labels >= 0])
+
+
+def fit_svc(X, gamma, p, labeling, n_neighbors, n_points, tol, cache_size) -> _Fit:
+    """One run of SVC at fixed ``q = gamma`` and ``p = 1/(NC)``: sphere, then labeling."""
+    sphere = solve_enclosing_sphere(X, gamma, p, tol, cache_size)
+    labels, nearest = label_points(sphere, X, labeling, n_neighbors, n_points)
+    return _Fit(gamma, p, sphere, labels, nearest)
+
+
+def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, cache_size, *,
+                      min_cluster_fraction=0.05, growth=1.1, p_step=0.05, max_sv_fraction=0.5,
+                      max_iter=200, on_step=None) -> tuple[_Fit, list[dict[str, Any]], list[str]]:
+    """Section 4: raise ``q`` from ``1 / max ||x_i - x_j||^2`` until ``n_clusters`` clusters appear.
+
+    At each ``q``: when small groups break off (clusters of fewer than
+    ``max(2, min_cluster_fraction N)`` points, the seed's "single point clusters") or the support
+    vectors exceed ``max_sv_fraction`` of the points (overfitting, Figure 2a), ``p = 1/(NC)`` is
+    raised by ``p_step`` and the sphere is solved again at the same ``q``; otherwise ``q`` is
+    multiplied by ``growth``. When one step jumps past ``n_clusters``, ``q`` is bisected
+    (geometrically) between the last two values. Returns the chosen fit, the schedule (one record
+    per solved sphere) and warnings.
+    """
+    n = X.shape[0]
+    min_size = max(2, math.ceil(min_cluster_fraction * n))
+    q = 1.0 / max_squared_distance(X)
+    history: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    q_low = None  # last q with fewer clusters than wanted and no small ones
+    best: _Fit | None = None
+    step = 0
+
+    def solve(q_value: float, p_value: float) -> tuple[_Fit, int, int]:
+        nonlocal step
+        step += 1
+        fit = fit_svc(X, q_value, p_value, labeling, n_neighbors, n_points, tol, cache_size)
+        sizes = fit.cluster_sizes()
+        n_big = int(np.count_nonzero(sizes >= min_size))
+        n_small = int(sizes.size - n_big)
+        history.append({"gamma": q_value, "p": p_value, "n_clusters": int(sizes.size),
+                        "n_small": n_small, "n_support": int(np.count_nonzero(~fit.sphere.bounded)),
+                        "n_bounded": int(np.count_nonzero(fit.sphere.bounded))})
+        if on_step is not None:
+            on_step(step, q_value, p_value, sizes.size, n_small)
+        return fit, n_big, n_small
+
+    fit = None
+    while step < max_iter:
+        fit, n_big, n_small = solve(q, p)
+        n_sv = int(np.count_nonzero(~fit.sphere.bounded))
+        if n_small > 0 or n_sv > max_sv_fraction * n:
+            if p < _MAX_P:
+                p = min(_MAX_P, p + p_step)
+                continue
+            warnings.append(
+                f"gamma='auto' could not reach {n_clusters} clusters: small groups keep breaking "
+                f"off at q={q:.4g} even with p={p:.3g}; returning the last clean split"
+            )
+            return best if best is not None else fit, history, warnings
+        if n_big == n_clusters and n_small == 0:
+            return fit, history, warnings
+        if n_big > n_clusters and q_low is not None:
+            found = _bisect(solve, q_low, q, p, n_clusters, max_iter - step)
+            if found is None:
+                warnings.append(f"gamma='auto' jumped from fewer than {n_clusters} clusters to "
+                                f"{n_big} between q={q_low:.4g} and q={q:.4g}")
+            return found or fit, history, warnings
+        if n_big >= n_clusters:
+            warnings.append(
+                f"gamma='auto' found {n_big} clusters where {n_clusters} were asked for "
+                f"(q={q:.4g}, p={p:.3g})"
+            )
+            return fit, history, warnings
+        q_low = q
+        best = fit
+        q *= growth
+    warnings.append(
+        f"gamma='auto' stopped after {max_iter} spheres without reaching {n_clusters} clusters"
+    )
+    return best if best is not None else fit, history, warnings
+
+
+def _bisect(solve, q_low: float, q_high: float, p: float, n_clusters: int, budget: int):
+    """Geometric bisection of ``q`` between too few and too many clusters (at most 8 steps)."""
+    for _ in range(min(8, budget)):
+        q_mid = math.sqrt(q_low * q_high)
+        fit, n_big, n_small = solve(q_mid, p)
+        if n_big == n_clusters and n_small == 0:
+            return fit
+        if n_big < n_clusters:
+            q_low = q_mid
+        else:
+            q_high = q_mid
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimator
+# ---------------------------------------------------------------------------------------------
+
+
+class SupportVectorClusteringParams(AlgorithmParams):
+    """Parameters of :class:`SupportVectorClustering` (defaults from the seed)."""
+
+    n_clusters: NClusters | None = Field(
+        None,
+        description=(
+            "Clusters wanted by gamma='auto' (default 2 there). With a numeric gamma it is not "
+            "used: the number of clusters is that of the contours."
+        ),
+    )
+    gamma: float | Literal["auto", "scale"] = Field(
+        "auto",
+        description=(
+            "The seed's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "
+            "divisive schedule of section 4 to reach n_clusters clusters; 'scale' is "
+            "1 / (n_features * X.var())."
+        ),
+    )
+    C: float | None = Field(
+        None, gt=0, le=1e6,
+        description="Soft margin C of (9); C >= 1 means no bounded SVs. Give C or p, not both.",
+    )
+    p: float | None = Field(
+        None, gt=0, lt=1,
+        description="p = 1/(N C), the share of points allowed outside (seed Table 1: 0.55-0.75).",
+    )
+    labeling: Labeling = Field(
+        "support_vectors",
+        description=(
+            "Which segments (19) are tested: 'complete' (all pairs, the seed, O(N^2)), "
+            "'support_vectors' (SV pairs + each point to its nearest SVs) or 'knn'."
+        ),
+    )
+    n_neighbors: int = Field(10, ge=1, le=200, description="Neighbours per point for knn/SV tests.")
+    n_segment_points: int = Field(
+        20, ge=1, le=100,
+        description="Samples per segment (seed: 10; 20 avoids false bridges, e.g. iris 4-D).",
+    )
+    bounded_svs: Literal["nearest", "outlier"] = Field(
+        "nearest",
+        description="Bounded SVs join the nearest cluster (the seed) or are labeled -1 (outliers).",
+    )
+    tol: float = Field(1e-4, gt=0, le=1e-1, description="libsvm stopping tolerance.")
+    max_iter: int = Field(200, ge=1, le=10000, description="Spheres solved by gamma='auto'.")
+
+    @model_validator(mode="after")
+    def _c_or_p(self):
+        if self.C is not None and self.p is not None:
+            raise ValueError("give C or p = 1/(N C), not both")
+        if isinstance(self.gamma, float) and not (0 < self.gamma < math.inf):
+            raise ValueError("gamma must be a positive number, 'auto' or 'scale'")
+        return self
+
+
+class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
+    """Support vector clustering (SVC): clusters are the connected pieces of the sphere's contour.
+
+    Parameters
+    ----------
+    n_clusters : int or None, default=None
+        Only used by ``gamma="auto"`` (where ``None`` means 2): the schedule stops when the contours
+        split into this many clusters. With a numeric ``gamma`` the number of clusters is whatever
+        the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
+    gamma : float or {"auto", "scale"}, default="auto"
+        The seed's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
+        ``q`` depends on the units of ``X``: the seed's Table 1 values apply to iris projected on
+        its principal components in the original centimetres (centred, not whitened or scaled).
+        ``"auto"`` runs the divisive schedule of section 4 (see :func:`divisive_schedule`).
+    C : float or None, default=None
+        Soft-margin constant of (9). ``C >= 1`` allows no bounded SVs; ``C`` must be at least
+        ``1/N``. Give ``C`` or ``p``; with neither, ``C = 1``.
+    p : float or None, default=None
+        ``p = 1/(N C)`` in (0, 1], the seed's ``1/(NC)``; an upper bound on the share of bounded SVs
+        (16). Under ``gamma="auto"`` it is the starting value, raised by the schedule.
+    labeling : {"complete", "support_vectors", "knn"}, default="support_vectors"
+        Which segments of the adjacency (19) are tested (see the module docstring).
+    n_neighbors : int, default=10
+        Neighbours tested per point by ``"knn"``, ``"support_vectors"`` and ``predict``.
+    n_segment_points : int, default=20
+        Points sampled on each segment. The seed uses 10; on iris with 4 principal components
+        10 samples let one long segment skip over the gap between two species, 20 do not.
+    bounded_svs : {"nearest", "outlier"}, default="nearest"
+        Bounded SVs (outside the sphere) join the nearest cluster (the seed) or are labeled -1.
+    tol : float, default=1e-4
+        libsvm stopping tolerance for the dual (11).
+    max_iter : int, default=200
+        Most spheres solved by ``gamma="auto"``.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Cluster of each point, ``0..n_clusters_-1`` by decreasing size; ``-1`` marks bounded SVs
+        when ``bounded_svs="outlier"``.
+    n_clusters_ : int
+        Number of clusters found.
+    gamma_ : float
+        The ``q`` used (chosen by the schedule for ``gamma="auto"``).
+    p_ : float
+        The ``1/(NC)`` used; ``C_ = 1 / (N p_)``.
+    C_ : float
+    radius_ : float
+        ``R`` of (14): ``R(x)`` on the support vectors.
+    support_ : ndarray
+        Indices of the support vectors, ``0 < beta < C``.
+    bounded_ : ndarray
+        Indices of the bounded SVs, ``beta = C`` (outside the sphere).
+    n_support_ : int
+        Number of support vectors (the seed's ``n_sv``).
+    n_bounded_ : int
+        Number of bounded SVs (the seed's ``n_bsv``).
+    outliers_ : ndarray
+        Same as ``bounded_``: the points outside the sphere.
+    support_vectors_ : ndarray of shape (n_sv + n_bsv, n_features)
+        Every point with ``beta > 0`` (the sphere's centre (4) is their combination).
+    dual_coef_ : ndarray
+        Their ``beta``.
+    objective_ : float
+        The dual value (11), ``1 - beta^T K beta``.
+    n_iter_ : int
+        Spheres solved (1 for a numeric ``gamma``).
+    schedule_ : list of dict
+        For ``gamma="auto"``: ``q``, ``p``, clusters, singletons and SV counts at each step.
+    warnings_ : list of str
+        Schedule problems (the wanted number of clusters was not reached exactly).
+
+    References
+    ----------
+    A. Ben-Hur, D. Horn, H. T. Siegelmann, V. Vapnik. A Support Vector Method for Clustering.
+    NIPS 2001. Dual (11), kernel (10), R(x) (13), R (14), adjacency (19), schedule of section 4.
+
+    See Also
+    --------
+    sklearn.svm.OneClassSVM : the same quadratic program (nu = 1/(N C)), without the clustering.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(n_samples=60, centers=[[0, 0], [6, 6]], random_state=0)
+    >>> SupportVectorClustering(gamma=0.5).fit(X).n_clusters_
+    2
+    """
+
+    params_model = SupportVectorClusteringParams
+    _result_attributes = (
+        *MMCEstimatorMixin._result_attributes,
+        "n_clusters_", "p_", "C_", "radius_", "n_bounded_", "schedule_",
+    )
+
+    def __init__(
+        self,
+        n_clusters: int | None = None,
+        *,
+        gamma: float | str = "auto",
+        C: float | None = None,
+        p: float | None = None,
+        labeling: str = "support_vectors",
+        n_neighbors: int = 10,
+        n_segment_points: int = 20,
+        bounded_svs: str = "nearest",
+        tol: float = 1e-4,
+        max_iter: int = 200,
+    ):
+        self.n_clusters = n_clusters
+        self.gamma = gamma
+        self.C = C
+        self.p = p
+        self.labeling = labeling
+        self.n_neighbors = n_neighbors
+        self.n_segment_points = n_segment_points
+        self.bounded_svs = bounded_svs
+        self.tol = tol
+        self.max_iter = max_iter
+
+    def _start_p(self, n: int) -> float:
+        if self.p is not None:
+            return float(self.p)
+        C = 1.0 if self.C is None else float(self.C)
+        if C * n < 1.0:
+            raise ValueError(
+                f"C={C} is below 1/N = {1.0 / n:.3g}: the constraints sum(beta) = 1 and "
+                "beta <= C cannot both hold; use C >= 1/N or give p = 1/(N C) in (0, 1]"
+            )
+        return 1.0 / (n * C)
+
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
+        self._validate_params()
+        X = as_float_matrix(X)
+        X = validate_data(self, X, reset=True)
+        k = 2 if self.n_clusters is None else int(self.n_clusters)
+        check_clustering_input(X, k if self.gamma == "auto" else 2)
+        n = X.shape[0]
+        p = self._start_p(n)
+        args = (self.labeling, self.n_neighbors, self.n_segment_points, self.tol, 200.0)
+        self.warnings_: list[str] = []
+        if self.gamma == "auto":
+            def on_step(step, q, p_value, n_found, n_small):
+                report(progress, step, None, f"q={q:.4g}, 1/(NC)={p_value:.3g}: {n_found} "
+                       f"clusters, {n_small} small ones")
+
+            fit, self.schedule_, self.warnings_ = divisive_schedule(
+                X, k, p, *args, max_iter=self.max_iter, on_step=on_step
+            )
+        else:
+            q = resolve_gamma(X, self.gamma)
+            report(progress, 0, None, f"solving the enclosing sphere for {n} points, q={q:.4g}")
+            fit = fit_svc(X, q, p, *args)
+            self.schedule_ = []
+        self._store(X, fit)
+        report(progress, max(len(self.schedule_), 1), self.objective_,
+               f"{self.n_clusters_} clusters, {self.n_support_} SVs, {self.n_bounded_} bounded SVs")
+        return self
+
+    def _store(self, X: np.ndarray, fit: _Fit) -> None:
+        sphere = fit.sphere
+        self.gamma_ = float(fit.gamma)
+        self.p_ = float(fit.p)
+        self.C_ = float(sphere.C)
+        self.radius_ = float(sphere.radius)
+        self.threshold_ = float(sphere.threshold)
+        self.support_ = np.sort(sphere.index[~sphere.bounded])
+        self.bounded_ = np.sort(sphere.index[sphere.bounded])
+        self.outliers_ = self.bounded_
+        self.n_support_ = int(self.support_.size)
+        self.n_bounded_ = int(self.bounded_.size)
+        self.support_vectors_ = sphere.points
+        self.dual_coef_ = sphere.beta
+        self.objective_ = float(1.0 - sphere.beta_k_beta)
+        self.n_iter_ = max(len(self.schedule_), 1)
+        self.labels_ = fit.labels if self.bounded_svs == "outlier" else fit.nearest
+        self.n_clusters_ = int(fit.nearest.max()) + 1
+        # Stored for prediction: every point with beta > 0 and its cluster (nearest for bounded).
+        self._sphere = sphere
+        self._point_labels = fit.nearest[sphere.index]
+
+    # -- prediction -------------------------------------------------------------------------------
+    def decision_function(self, X) -> np.ndarray:
+        """``R^2 - R^2(x)`` by (13)-(14): positive inside the sphere (inside a cluster contour)."""
+        check_is_fitted(self, "support_vectors_")
+        X = validate_data(self, as_float_matrix(X), reset=False)
+        return self._sphere.radius**2 - self._sphere.squared_radius_of(X)
+
+    def predict(self, X) -> np.ndarray:
+        """Inside the sphere: the cluster of a support vector joined by an inside segment (19)
+        among the ``n_neighbors`` nearest; outside: the nearest stored point's cluster, or -1
+        with ``bounded_svs="outlier"``."""
+        check_is_fitted(self, "support_vectors_")
+        X = validate_data(self, as_float_matrix(X), reset=False)
+        sphere = self._sphere
+        inside = sphere.kernel_sum(X) >= sphere.threshold
+        labels = self._point_labels[_nearest(sphere.points, X, 1)[:, 0]]
+        if self.bounded_svs == "outlier":
+            labels[~inside] = -1
+        free = np.flatnonzero(~sphere.bounded)
+        anchors = free if free.size else np.arange(sphere.points.shape[0])
+        rows = np.flatnonzero(inside)
+        if rows.size:
+            near = anchors[_nearest(sphere.points[anchors], X[rows], self.n_neighbors)]
+            A = np.repeat(X[rows], near.shape[1], axis=0)
+            ok = segments_inside(sphere, A, sphere.points[near.ravel()],
+                                 self.n_segment_points).reshape(near.shape)
+            first = np.argmax(ok, axis=1)
+            found = ok.any(axis=1)
+            labels[rows[found]] = self._point_labels[near[found, first[found]]]
+        return labels
+
+    # -- portable model ---------------------------------------------------------------------------
+    def _export_state(self):
+        state = {
+            "gamma_": self.gamma_, "p_": self.p_, "C_": self.C_, "radius_": self.radius_,
+            "threshold_": self.threshold_, "beta_k_beta": self._sphere.beta_k_beta,
+            "objective_": self.objective_, "n_iter_": self.n_iter_,
+            "n_clusters_": self.n_clusters_, "schedule_": self.schedule_,
+            "warnings_": self.warnings_,
+        }
+        arrays = {
+            "labels_": self.labels_, "support_vectors_": self.support_vectors_,
+            "dual_coef_": self.dual_coef_, "sv_index": self._sphere.index,
+            "sv_bounded": self._sphere.bounded, "sv_labels": self._point_labels,
+            "support_": self.support_, "bounded_": self.bounded_,
+        }
+        return state, arrays
+
+    def _import_state(self, state, arrays):
+        for name in ("gamma_", "p_", "C_", "radius_", "threshold_", "objective_"):
+            setattr(self, name, float(state[name]))
+        self.n_iter_ = int(state["n_iter_"])
+        self.n_clusters_ = int(state["n_clusters_"])
+        self.schedule_ = list(state["schedule_"])
+        self.warnings_ = list(state["warnings_"])
+        self.labels_ = np.asarray(arrays["labels_"], dtype=np.int64)
+        self.support_vectors_ = np.asarray(arrays["support_vectors_"], dtype=np.float64)
+        self.dual_coef_ = np.asarray(arrays["dual_coef_"], dtype=np.float64)
+        self.support_ = np.asarray(arrays["support_"], dtype=np.int64)
+        self.bounded_ = np.asarray(arrays["bounded_"], dtype=np.int64)
+        self.outliers_ = self.bounded_
+        self.n_support_ = int(self.support_.size)
+        self.n_bounded_ = int(self.bounded_.size)
+        self._sphere = Sphere(
+            points=self.support_vectors_, beta=self.dual_coef_,
+            index=np.asarray(arrays["sv_index"], dtype=np.int64),
+            bounded=np.asarray(arrays["sv_bounded"], dtype=bool),
+            threshold=self.threshold_, beta_k_beta=float(state["beta_k_beta"]),
+            gamma=self.gamma_, C=self.C_,
+        )
+        self._point_labels = np.asarray(arrays["sv_labels"], dtype=np.int64)
