@@ -15,6 +15,7 @@ import numpy as np
 from algorithms.base import AlgorithmParams
 from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.itersvr import IterSVR, IterSVRParams
+from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
 InputKind = Literal["vectors", "sequences"]
 LabelUse = Literal["none", "optional", "required"]
@@ -107,6 +108,22 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=200_000,
         timeout_seconds=900,
         accepts_sparse=True,
+    ),
+    AlgorithmSpec(
+        name="svc",
+        estimator=SupportVectorClustering,
+        params_model=SupportVectorClusteringParams,
+        summary=(
+            "Support vector clustering: minimal enclosing sphere (one-class SVM) and connected "
+            "components of the line-segment graph; gamma='auto' searches q for n_clusters."
+        ),
+        seed="SVC_ben-hur_et_al_2001",
+        labels="none",
+        queue="fast",
+        max_n=50_000,
+        timeout_seconds=900,
+        # The seed's complete labeling tests O(N^2) segments.
+        max_n_rule=lambda params: 3_000 if params.labeling == "complete" else 50_000,
     ),
 )
 
