@@ -93,6 +93,7 @@ class Sphere:
     beta_k_beta: float
     gamma: float
     C: float
+    slack: float = 0.0  # solver tolerance in kernel-sum units: SVs lie within it of the threshold
 
     @property
     def radius(self) -> float:
@@ -146,6 +147,7 @@ def solve_enclosing_sphere(X: np.ndarray, gamma: float, p: float, tol: float = 1
         beta_k_beta=float(beta @ K @ beta),
         gamma=float(gamma),
         C=1.0 / scale,
+        slack=tol / scale,
     )
 
 
@@ -689,7 +691,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         check_is_fitted(self, "support_vectors_")
         X = validate_data(self, as_float_matrix(X), reset=False)
         sphere = self._sphere
-        inside = sphere.kernel_sum(X) >= sphere.threshold
+        # A point counts as inside when within the solver's tolerance of the contour, so the
+        # support vectors themselves (on the contour) are inside.
+        inside = sphere.kernel_sum(X) >= sphere.threshold - sphere.slack
         labels = self._point_labels[_nearest(sphere.points, X, 1)[:, 0]]
         if self.bounded_svs == "outlier":
             labels[~inside] = -1
@@ -711,6 +715,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         state = {
             "gamma_": self.gamma_, "p_": self.p_, "C_": self.C_, "radius_": self.radius_,
             "threshold_": self.threshold_, "beta_k_beta": self._sphere.beta_k_beta,
+            "slack": self._sphere.slack,
             "objective_": self.objective_, "n_iter_": self.n_iter_,
             "n_clusters_": self.n_clusters_, "schedule_": self.schedule_,
             "warnings_": self.warnings_,
@@ -743,6 +748,6 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             index=np.asarray(arrays["sv_index"], dtype=np.int64),
             bounded=np.asarray(arrays["sv_bounded"], dtype=bool),
             threshold=self.threshold_, beta_k_beta=float(state["beta_k_beta"]),
-            gamma=self.gamma_, C=self.C_,
+            gamma=self.gamma_, C=self.C_, slack=float(state["slack"]),
         )
         self._point_labels = np.asarray(arrays["sv_labels"], dtype=np.int64)

@@ -1,0 +1,283 @@
+"""Support vector clustering (seed: SVC_ben-hur_et_al_2001): sphere, labelings, schedule, model.
+
+Scaling at which the seed's q applies: iris projected on its principal components in the original
+centimetres (``PCA(c).fit_transform(X)``: centred, not whitened or standardised). At that scale the
+SV / bounded-SV counts are closest to Table 1 for all three rows (whitening or standardising first
+gives far more SVs on 3 and 4 components), and rows 1-3 and 1-4 reproduce the misclassification
+counts exactly. Row 1-2 does not reproduce at any isotropic scaling of these data (see
+``test_iris_two_components_at_the_paper_q_keeps_setosa_apart_but_merges_the_overlap``).
+"""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.decomposition import PCA
+from sklearn.metrics import adjusted_rand_score
+
+from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.registry import get_spec, model_from_export
+from algorithms.svc import (
+    SupportVectorClustering,
+    SupportVectorClusteringParams,
+    segments_inside,
+    solve_enclosing_sphere,
+)
+
+LABELINGS = ("complete", "support_vectors", "knn")
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return load_iris(return_X_y=True)
+
+
+def iris_pcs(iris, n_components):
+    X, y = iris
+    return PCA(n_components).fit_transform(X), y
+
+
+def misclassified(y, labels):
+    return round(clustering_error(y, labels) * len(y))
+
+
+def rings_with_a_core(seed=0):
+    """Figure 2 of the seed: a Gaussian core of 50 points inside rings of 150 and 300 points
+    (uniform angle, Gaussian radius). Radii 2 and 4 with radial sd 0.2 and core sd 0.4 put the
+    gaps at the scale where the caption's q = 1, 1/(NC) = 0.3 separates the three groups."""
+    rng = np.random.default_rng(seed)
+    parts = [rng.normal(0.0, 0.4, size=(50, 2))]
+    for count, radius in ((150, 2.0), (300, 4.0)):
+        angle = rng.uniform(0.0, 2 * np.pi, count)
+        r = radius + rng.normal(0.0, 0.2, count)
+        parts.append(np.column_stack([r * np.cos(angle), r * np.sin(angle)]))
+    return np.vstack(parts), np.repeat([0, 1, 2], [50, 150, 300])
+
+
+# --- Table 1: iris on its principal components -----------------------------------------------
+
+
+def check_proposition_2_1(model, n):
+    """(16): n_bsv + n_sv >= 1/C and n_bsv < 1/C, with 1/C = N p."""
+    inverse_c = n * model.p_
+    assert model.n_bounded_ + model.n_support_ >= inverse_c - 1e-9
+    assert model.n_bounded_ < inverse_c
+
+
+def test_iris_three_components_at_the_paper_q_misclassifies_at_most_five(iris):
+    X, y = iris_pcs(iris, 3)
+    labels = {}
+    for labeling in LABELINGS:
+        model = SupportVectorClustering(gamma=7.0, p=0.70, labeling=labeling, tol=1e-6).fit(X)
+        labels[labeling] = model.labels_
+        # Table 1, row 1-3: 4 misclassified; the issue accepts <= 5. We get 4.
+        assert model.n_clusters_ == 3
+        assert misclassified(y, model.labels_) <= 5
+        # Table 1: 23 SVs and 94 bounded SVs; we get 21 and 95 (tolerance 5 each).
+        assert abs(model.n_support_ - 23) <= 5 and abs(model.n_bounded_ - 94) <= 5
+        check_proposition_2_1(model, len(y))
+    for labeling in ("support_vectors", "knn"):
+        assert adjusted_rand_score(labels["complete"], labels[labeling]) >= 0.99
+
+
+def test_iris_four_components_at_the_paper_q_misclassifies_at_most_fourteen(iris):
+    X, y = iris_pcs(iris, 4)
+    labels = {}
+    for labeling in LABELINGS:
+        model = SupportVectorClustering(gamma=9.0, p=0.75, labeling=labeling, tol=1e-6).fit(X)
+        labels[labeling] = model.labels_
+        # Table 1, row 1-4: 14 misclassified (the issue's bound). We get 14.
+        assert model.n_clusters_ == 3
+        assert misclassified(y, model.labels_) <= 14
+        # Table 1: 34 SVs, 96 bounded SVs; we get 29 and 98 (tolerance 6 each).
+        assert abs(model.n_support_ - 34) <= 6 and abs(model.n_bounded_ - 96) <= 6
+        check_proposition_2_1(model, len(y))
+    for labeling in ("support_vectors", "knn"):
+        assert adjusted_rand_score(labels["complete"], labels[labeling]) >= 0.99
+
+
+def test_ten_segment_samples_bridge_the_iris_four_component_gap_that_twenty_close(iris):
+    """Why n_segment_points defaults to 20: with the seed's 10 one long segment of the complete
+    graph skips over the gap between versicolor and virginica."""
+    X, _ = iris_pcs(iris, 4)
+    coarse = SupportVectorClustering(gamma=9.0, p=0.75, labeling="complete", n_segment_points=10,
+                                     tol=1e-6).fit(X)
+    assert coarse.n_clusters_ == 2
+
+
+def test_iris_two_components_at_the_paper_q_keeps_setosa_apart_but_merges_the_overlap(iris):
+    """Table 1 row 1-2 (q = 4.2, 1/(NC) = 0.55, 4 misclassified) does NOT reproduce on these data:
+    the contours of versicolor and virginica touch, so the complete graph joins them (50 points
+    misclassified). What does reproduce: the SV counts (paper 20 / 72, ours 14 / 77) and setosa
+    alone in its cluster."""
+    X, y = iris_pcs(iris, 2)
+    model = SupportVectorClustering(gamma=4.2, p=0.55, labeling="complete", tol=1e-6).fit(X)
+    assert abs(model.n_support_ - 20) <= 7 and abs(model.n_bounded_ - 72) <= 7
+    check_proposition_2_1(model, len(y))
+    setosa = model.labels_[y == 0]
+    assert np.all(setosa == setosa[0]) and not np.any(model.labels_[y != 0] == setosa[0])
+
+
+def test_iris_two_components_setosa_splits_off_at_q_one_half_without_bounded_svs(iris):
+    # Section 3.2: "One of the clusters is linearly separable from the other two at q = 0.5
+    # with no bounded SVs".
+    X, y = iris_pcs(iris, 2)
+    model = SupportVectorClustering(gamma=0.5, C=1.0).fit(X)
+    assert model.n_bounded_ == 0 and model.n_clusters_ == 2
+    assert misclassified(np.minimum(y, 1), model.labels_) == 0
+
+
+def test_gamma_auto_finds_three_iris_clusters_on_two_components(iris):
+    X, y = iris_pcs(iris, 2)
+    progress = []
+    model = SupportVectorClustering(3, gamma="auto").fit(
+        X, progress=lambda step, objective, message: progress.append((step, message))
+    )
+    # Issue acceptance: <= 8 misclassified with gamma="auto" and k = 3. We get 5.
+    assert model.n_clusters_ == 3
+    assert misclassified(y, model.labels_) <= 8
+    assert model.warnings_ == []
+    # The schedule starts at q = 1 / max ||xi - xj||^2 and only raises q and p.
+    first = model.schedule_[0]
+    assert first["gamma"] == pytest.approx(1.0 / np.max(np.sum((X[:, None] - X[None]) ** 2, -1)))
+    assert first["n_clusters"] == 1
+    assert model.gamma_ > first["gamma"] and model.p_ > first["p"]
+    assert len(progress) >= len(model.schedule_)
+
+
+# --- Figure 2: rings with a core ---------------------------------------------------------------
+
+
+def test_rings_with_a_core_separate_into_three_clusters_with_outliers():
+    X, y = rings_with_a_core()
+    labels = {}
+    for labeling in LABELINGS:
+        # Figure 2(b): 1/(NC) = 0.3, q = 1.0; the bounded SVs are the outliers (-1).
+        model = SupportVectorClustering(gamma=1.0, p=0.3, labeling=labeling,
+                                        bounded_svs="outlier").fit(X)
+        inliers = model.labels_ >= 0
+        assert model.n_clusters_ == 3
+        assert np.array_equal(np.flatnonzero(~inliers), model.bounded_)
+        assert inliers.sum() >= 0.7 * len(y)  # (16): fewer than N p bounded SVs
+        assert clustering_error(y[inliers], model.labels_[inliers]) == 0.0
+        labels[labeling] = model.labels_
+    for labeling in ("support_vectors", "knn"):
+        assert adjusted_rand_score(labels["complete"], labels[labeling]) >= 0.99
+
+
+def test_rings_without_outliers_do_not_separate_the_two_rings():
+    # Figure 2(a): with C = 1 the rings cannot be told apart at q = 3.5.
+    X, y = rings_with_a_core()
+    model = SupportVectorClustering(gamma=3.5, C=1.0).fit(X)
+    assert model.n_bounded_ == 0
+    assert clustering_error(y, model.labels_) > 0.1
+
+
+# --- pieces: segment test, sphere, out-of-sample, model ------------------------------------------
+
+
+def test_batched_segment_test_matches_a_point_by_point_check(iris):
+    X, _ = iris_pcs(iris, 2)
+    sphere = solve_enclosing_sphere(X, 4.2, 0.55, tol=1e-6)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, len(X), 60), rng.integers(0, len(X), 60)
+    batched = segments_inside(sphere, X[a], X[b], n_points=10)
+    t = np.arange(1, 11) / 11.0
+    for i in range(60):  # reference on a handful of pairs: R(y) <= R by (13)-(14)
+        ys = X[a[i]] + t[:, None] * (X[b[i]] - X[a[i]])
+        expected = np.all(sphere.squared_radius_of(ys) <= sphere.radius**2 + 1e-12)
+        assert batched[i] == expected
+    assert 0 < batched.sum() < 60
+
+
+def test_sphere_radius_is_r_of_the_support_vectors_and_bounded_svs_lie_outside(iris):
+    X, _ = iris_pcs(iris, 3)
+    model = SupportVectorClustering(gamma=7.0, p=0.70, tol=1e-6).fit(X)
+    # (14): R = R(x) on the support vectors; bounded SVs have R(x) > R.
+    r2_support = model._sphere.squared_radius_of(X[model.support_])
+    np.testing.assert_allclose(r2_support, model.radius_**2, atol=1e-4)
+    assert np.all(model.decision_function(X[model.bounded_]) < 0)
+    assert np.isclose(model.dual_coef_.sum(), 1.0)  # (3)
+    assert np.all(model.dual_coef_ <= model.C_ + 1e-12)  # (9)
+
+
+def test_predict_reproduces_training_labels_and_marks_far_points(iris):
+    X, y = iris_pcs(iris, 3)
+    model = SupportVectorClustering(gamma=7.0, p=0.70, bounded_svs="outlier").fit(X)
+    inside = model.labels_ >= 0
+    assert np.mean(model.predict(X)[inside] == model.labels_[inside]) >= 0.95
+    far = X.max(axis=0) + 10.0
+    assert model.predict(far[None, :])[0] == -1
+    nearest = SupportVectorClustering(gamma=7.0, p=0.70).fit(X)
+    assert nearest.predict(far[None, :])[0] in range(nearest.n_clusters_)
+    centres = np.array([X[y == c].mean(axis=0) for c in range(3)])
+    predicted = nearest.predict(centres)
+    assert len(set(predicted.tolist())) == 3
+
+
+def test_model_round_trip_predicts_identically(iris):
+    X, _ = iris_pcs(iris, 2)
+    model = SupportVectorClustering(3, gamma="auto").fit(X)
+    meta, arrays = model.to_model()
+    restored = model_from_export(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
+    assert isinstance(restored, SupportVectorClustering)
+    probe = np.vstack([X, X[:10] + 0.3, [[20.0, 20.0]]])
+    np.testing.assert_array_equal(restored.predict(probe), model.predict(probe))
+    np.testing.assert_allclose(restored.decision_function(probe), model.decision_function(probe))
+    np.testing.assert_array_equal(restored.labels_, model.labels_)
+    assert restored.result_extras()["n_bounded"] == model.n_bounded_
+
+
+def test_estimator_clones_and_reports_extras(iris):
+    X, _ = iris_pcs(iris, 2)
+    model = clone(SupportVectorClustering(gamma=0.5, labeling="knn"))
+    extras = model.fit(X).result_extras()
+    assert extras["n_clusters"] == 2 and extras["n_support"] == model.n_support_
+    assert extras["gamma"] == 0.5 and extras["n_bounded"] == 0
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"C": 1.0, "p": 0.5}, "C or p"),
+        ({"p": 1.0}, "p"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"labeling": "delaunay"}, "labeling"),
+        ({"n_clusters": 1}, "n_clusters"),
+        ({"bounded_svs": "drop"}, "bounded_svs"),
+    ],
+)
+def test_invalid_parameters_are_rejected_with_the_field_named(params, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        SupportVectorClustering(**params).fit(np.random.default_rng(0).normal(size=(20, 2)))
+    with pytest.raises(ValueError):
+        SupportVectorClusteringParams(**params)
+
+
+def test_bad_data_is_rejected_with_a_message_that_says_what_to_fix():
+    model = SupportVectorClustering(gamma=1.0)
+    with pytest.raises(ValueError, match="NaN"):
+        model.fit([[0.0, 1.0], [np.nan, 2.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match="2D"):
+        model.fit([0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="identical"):
+        model.fit(np.ones((10, 2)))
+    points = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="1/N"):
+        SupportVectorClustering(gamma=1.0, C=0.01).fit(points)
+    with pytest.raises(ValueError, match="n_clusters"):
+        SupportVectorClustering(5, gamma="auto").fit([[0.0], [1.0], [2.0]])
+    fitted = SupportVectorClustering(gamma=1.0).fit(points)
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict(np.zeros((3, 5)))
+
+
+def test_registered_on_the_fast_queue_with_a_smaller_limit_for_complete_labeling():
+    spec = get_spec("svc")
+    assert spec.estimator is SupportVectorClustering and spec.queue == "fast"
+    assert spec.max_n_for(spec.parse_params({"labeling": "complete"})) < spec.max_n_for(
+        spec.parse_params({})
+    )
