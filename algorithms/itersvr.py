@@ -164,7 +164,7 @@ class LinearLossADMM:
     and the scaled dual between calls.
     """
 
-    def __init__(self, Z: np.ndarray, C: float, *, tol: float = 1e-4, max_iter: int = 500):
+    def __init__(self, Z: np.ndarray, C: float, *, tol: float = 1e-4, max_iter: int = 100):
         self.A = np.hstack([Z, np.ones((Z.shape[0], 1))])
         self.C = C
         self.tol = tol
@@ -176,6 +176,7 @@ class LinearLossADMM:
         self.rho = C / max(1.0, float(np.sqrt(Z.shape[0])))
         self._factor = None
         self.theta = np.zeros(self.A.shape[1])
+        self._state: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _factorize(self) -> None:
         self._factor = cho_factor(np.diag(self.ridge) + self.rho * self.gram)
@@ -192,19 +193,22 @@ class LinearLossADMM:
         return np.where(margin >= 1.0, v, np.where(margin <= 1.0 - step, v + step * y, y))
 
     def fit(self, y: np.ndarray, loss: str) -> np.ndarray:
-        """Returns ``theta = (w, b)``; warm-started from the previous call."""
+        """Returns ``theta = (w, b)``, warm-started from the previous call with the same loss.
+
+        Successive iterSVR steps change few labels, so the previous split variable and scaled
+        dual are close to the new solution and a few dozen iterations suffice.
+        """
         if self._factor is None:
             self._factorize()
-        A, theta = self.A, self.theta
-        t = A @ theta
-        u = np.zeros_like(t)
+        A = self.A
         n, p = A.shape
+        theta, t, u = self._state.get(loss, (self.theta, A @ self.theta, np.zeros(n)))
         for iteration in range(1, self.max_iter + 1):
             theta = self._solve(self.rho * (A.T @ (t - u)))
             At = A @ theta
             t_old = t
             t = self._prox(At + u, y, self.C / self.rho, loss)
-            u += At - t
+            u = u + At - t
             primal = np.linalg.norm(At - t)
             dual = self.rho * np.linalg.norm(A.T @ (t - t_old))
             if (primal <= self.tol * (np.sqrt(n) + max(np.linalg.norm(At), np.linalg.norm(t)))
@@ -215,9 +219,12 @@ class LinearLossADMM:
             if iteration % 20 == 0 and (primal > 10 * dual or dual > 10 * primal):
                 scale = 2.0 if primal > dual else 0.5
                 self.rho *= scale
-                u /= scale
+                u = u / scale
+                for key, (th, tt, uu) in self._state.items():
+                    self._state[key] = (th, tt, uu / scale)
                 self._factorize()
         self.theta = theta
+        self._state[loss] = (theta, t, u)
         return theta
 
     def objective(self, theta: np.ndarray, y: np.ndarray, loss: str) -> float:
@@ -425,7 +432,7 @@ class IterSVRParams(AlgorithmParams):
     solver: Literal["auto", "exact", "nystrom"] = Field(
         "auto", description="'exact' kernel matrix, 'nystrom' features, 'auto' by exact_max_n."
     )
-    exact_max_n: int = Field(4000, ge=2, le=20000, description="Largest n for the exact kernel.")
+    exact_max_n: int = Field(1500, ge=2, le=20000, description="Largest n for the exact kernel.")
     n_components: int = Field(300, ge=10, le=5000, description="Nystrom landmarks (large n).")
     random_state: RandomStateParam = None
 
@@ -455,7 +462,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     solver : {"auto", "exact", "nystrom"}, default="auto"
         Exact kernel matrix, or Nystrom features with liblinear for large n; "auto" uses the exact
         kernel up to ``exact_max_n`` points.
-    exact_max_n : int, default=4000
+    exact_max_n : int, default=1500
     n_components : int, default=300
         Nystrom landmarks on the large-n path.
     random_state : int or None
@@ -510,7 +517,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         n_init: int = 10,
         max_iter: int = 50,
         solver: str = "auto",
-        exact_max_n: int = 4000,
+        exact_max_n: int = 1500,
         n_components: int = 300,
         random_state: int | None = None,
     ):

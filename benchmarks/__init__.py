@@ -1,0 +1,1 @@
+"""Benchmarks reproducing the seeds' tables (not run by CI)."""
