@@ -14,6 +14,7 @@ import numpy as np
 
 from algorithms.base import AlgorithmParams
 from algorithms.cpm3c import CPM3C, CPM3CParams
+from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
 from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
@@ -124,6 +125,22 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=900,
         # The seed's complete labeling tests O(N^2) segments.
         max_n_rule=lambda params: 3_000 if params.labeling == "complete" else 50_000,
+    ),
+    AlgorithmSpec(
+        name="gmmc",
+        estimator=GMMC,
+        params_model=GMMCParams,
+        summary=(
+            "Generalized maximum margin clustering: the SDP (10) over n variables with a "
+            "normalized Laplacian for K^-1 (low-rank solver) and kernel learning (12)."
+        ),
+        seed="GMMC_valizadegan_jin_2006",
+        labels="none",
+        queue="slow",
+        max_n=3_000,
+        timeout_seconds=1800,
+        # Dense n x n Laplacians; kernel learning re-solves (10) for every step of beta.
+        max_n_rule=lambda params: 1_500 if params.kernel_learning else 3_000,
     ),
 )
 

@@ -1,0 +1,778 @@
+"""GMMC: generalized maximum margin clustering with unsupervised kernel learning.
+
+Valizadegan & Jin, "Generalized Maximum Margin Clustering and Unsupervised Kernel Learning",
+NIPS 2006 (``../shared/seeds/GMMC_valizadegan_jin_2006.txt``).
+
+What the seed solves
+--------------------
+The soft-margin dual (10) over ``n`` variables ``gamma``::
+
+    max_gamma  sum_i gamma_i
+    s.t.       P^T K^{-1} P + C_e e0 e0^T - diag(gamma, 0) >= 0,   0 <= gamma_i <= C_delta
+
+with ``P = (I_n, e)`` (the last coordinate is the bias ``lambda``), ``K^{-1}`` replaced by a
+normalized graph Laplacian (Remark II), and labels from the sign of the eigenvector of the KKT
+matrix for the zero eigenvalue (section 3.1). Kernel learning (12) puts ``sum_k beta_k L_k`` in
+place of ``K^{-1}`` with ``beta`` on the simplex, ``L_k`` from RBF widths at 10 %, ..., 100 % of
+the range of pairwise distances.
+
+Which Laplacian, and its null direction
+---------------------------------------
+The seed prints ``L(K) = I - D^{1/2} K D^{1/2}``. That matrix is not what is meant: its
+eigenvalues scale with ``n^2`` (``D_ii = sum_j K_ij``), it is indefinite, and then (10) is
+infeasible even at ``gamma = 0``. The seed cites Chung [15], whose normalized Laplacian is
+``I - D^{-1/2} K D^{-1/2}`` (:func:`algorithms.kernels.normalized_laplacian`); we use that.
+
+That Laplacian has a null vector ``u = D^{1/2} e / ||D^{1/2} e||``. Put literally in (10), the
+bias ``lambda e`` and that free direction together give every labeling ``z ~ u - mean(u) e`` a
+zero cost, so the only feasible ``gamma`` is 0 and the "KKT eigenvector" splits the points by
+degree (:func:`degenerate_laplacian_labels` reproduces this; a test pins it). Remark II says the
+Laplacian stands for the kernel ``L^+``, whose inverse leaves ``u`` infinitely expensive, not free.
+We lift ``u`` to the eigenvalue 1 of a direction with no affinity structure::
+
+    K^{-1} := L_sym + u u^T = I - (D^{-1/2} K D^{-1/2} - u u^T)      (:func:`laplacian_precision`)
+
+which is positive definite, keeps every other eigenpair of ``L_sym``, and keeps (12) well posed
+(``sum_k beta_k (L_k + u_k u_k^T)`` is positive definite for every ``beta`` on the simplex).
+
+A well-conditioned formulation of the same problem
+--------------------------------------------------
+With ``M = K^{-1}`` positive definite, the bias row of (10) is eliminated exactly by a Schur
+complement: ``S = M - M e e^T M / (e^T M e)`` (:func:`eliminate_bias`), and (10) is
+
+    max sum_i gamma_i  s.t.  S + C_e e e^T - diag(gamma) >= 0,  0 <= gamma <= C_delta.
+
+Its conic dual is a MAXCUT-like SDP: ``min <S + C_e e e^T, X> + C_delta sum_i (1 - X_ii)_+`` over
+``X >= 0``. ``S e = 0``, so with ``X = V V^T`` and ``V = W - mean(W) + e a^T / (n sqrt(C_e))`` the
+objective is ``tr(W^T S W) + ||a||^2``: the constant ``C_e = 10^4`` leaves the problem through a
+change of variables instead of sitting next to O(1) entries, which is what broke generic conic
+solvers. Two solvers use this:
+
+* ``solver="lowrank"`` (default): Burer-Monteiro factorization ``X = V V^T`` of rank ``r``, the
+  constraints ``||v_i||^2 >= 1`` by an augmented Lagrangian whose multipliers are the seed's
+  ``gamma`` (clipped to ``[0, C_delta]``, the exact soft-margin penalty), inner problems by
+  L-BFGS. The result is certified: duality gap ``|<S, X> - sum gamma|`` and the smallest
+  eigenvalue of the KKT matrix ``S + C_e ee^T - diag(gamma)`` (>= 0 proves global optimality).
+* ``solver="cvxpy"``: the same scaled SDP for SCS (:func:`solve_gmmc_cvxpy`); about 100x slower.
+
+``C_delta`` binds only when it is below ``C_e + max_i S_ii`` (``gamma_i`` cannot exceed the
+diagonal of the KKT matrix), so with the seed's constants (10) coincides with the hard margin (7).
+
+Labels: the KKT matrix at the optimum is singular and ``X`` lives in its null space; the leading
+eigenvector of ``X`` is the seed's "eigenvector for the zero eigenvalue" (the same vector when the
+null space is one-dimensional), and its signs are the labels.
+
+Kernel learning (12) is solved as ``max_beta phi(beta)`` on the simplex, where ``phi(beta)`` is
+the optimal value of (10) for ``K^{-1} = sum_k beta_k M_k``: ``phi`` is concave (a partial
+maximum of a jointly convex problem) with supergradient ``g_k = <P^T M_k P, W*>`` (Danskin), so
+exponentiated-gradient ascent with warm-started inner solves converges, and
+``max_k g_k - beta^T g`` bounds the remaining suboptimality (the reported ``kernel_gap_``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import scipy.sparse.linalg as spla
+from pydantic import Field
+from scipy.optimize import minimize
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from algorithms.base import (
+    AlgorithmParams,
+    KernelExpansionClassifier,
+    MMCEstimatorMixin,
+    ProgressCallback,
+    RandomStateParam,
+    as_float_matrix,
+    check_clustering_input,
+    labels_from_leading_eigenvector,
+    report,
+)
+from algorithms.kernels import normalized_laplacian, squared_distances
+
+# ---------------------------------------------------------------------------------------------
+# Kernels and the Laplacian "inverse kernel" (Remark II, section 3.3)
+# ---------------------------------------------------------------------------------------------
+
+
+def distance_range(sq_dist: np.ndarray) -> float:
+    """Range (max - min) of the pairwise distances between distinct points (section 4)."""
+    iu = np.triu_indices_from(sq_dist, k=1)
+    dist = np.sqrt(sq_dist[iu])
+    return float(dist.max() - dist.min())
+
+
+def width_fractions_gammas(sq_dist: np.ndarray, fractions) -> np.ndarray:
+    """``gamma = 1 / (2 sigma^2)`` for ``sigma = fraction * range of pairwise distances``.
+
+    The seed writes the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))`` and picks ``sigma`` as a
+    fraction of the range of the pairwise distances (section 4: 10 %, 20 %, ..., 100 %).
+    """
+    spread = distance_range(sq_dist)
+    if spread <= 0:
+        raise ValueError("all pairwise distances are equal: the seed's RBF widths are undefined")
+    sigma = np.asarray(fractions, dtype=np.float64) * spread
+    return 1.0 / (2.0 * sigma**2)
+
+
+def laplacian_precision(K: np.ndarray) -> np.ndarray:
+    """``L_sym + u u^T``: the positive definite stand-in for ``K^{-1}`` (see the module notes).
+
+    ``L_sym = I - D^{-1/2} K D^{-1/2}`` (Chung's normalization, not the seed's printed
+    ``D^{1/2} K D^{1/2}``), ``u = D^{1/2} e / ||D^{1/2} e||`` its null vector, lifted to 1.
+    """
+    L = normalized_laplacian(K)
+    u = np.sqrt(K.sum(axis=1))
+    u /= np.linalg.norm(u)
+    return L + np.outer(u, u)
+
+
+def eliminate_bias(M: np.ndarray) -> np.ndarray:
+    """Schur complement of the bias row of ``P^T M P``: ``S = M - M e e^T M / (e^T M e)``.
+
+    Exact: ``[[M + A, M e], [e^T M, e^T M e]] >= 0`` iff ``M + A - M e e^T M / (e^T M e) >= 0``
+    for any ``A`` (here ``C_e e e^T - diag(gamma)``), since ``e^T M e > 0``. ``S e = 0``.
+    """
+    Me = M.sum(axis=1)
+    S = M - np.outer(Me, Me) / Me.sum()
+    return (S + S.T) / 2.0
+
+
+def bias_map(M: np.ndarray) -> np.ndarray:
+    """``c`` with ``lambda = c^T z`` the optimal bias for labels ``z`` (the eliminated row)."""
+    Me = M.sum(axis=1)
+    return -Me / Me.sum()
+
+
+def degenerate_laplacian_labels(K: np.ndarray) -> np.ndarray:
+    """Labels of (10) with the bare ``L_sym`` for ``K^{-1}``: the zero-cost degree split.
+
+    ``w = (u - mean(u) e; mean(u))`` is in the null space of ``P^T L_sym P + C_e e0 e0^T`` for
+    every ``C_e``, which forces ``gamma = 0``; its signs are what the KKT recipe then returns.
+    """
+    u = np.sqrt(K.sum(axis=1))
+    z = u - u.mean()
+    return (z < 0).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# The SDP (10): low-rank augmented Lagrangian solver
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GMMCSolution:
+    """Solution of (10) for one ``S``: factor ``V`` (``X = V V^T``), multipliers ``gamma``."""
+
+    V: np.ndarray
+    gamma: np.ndarray
+    primal: float  # <S + C_e ee^T, X> + C_delta sum (1 - X_ii)_+
+    dual: float  # sum gamma: the objective of (10)
+    gap: float  # relative duality gap
+    infeasibility: float  # largest violation of the complementarity/feasibility conditions
+    min_eig: float | None  # smallest eigenvalue of the KKT matrix, relative (>= -tol certifies)
+    n_iter: int
+    status: str  # "optimal" or "inaccurate"
+    messages: list[str] = field(default_factory=list)
+
+
+def _default_rank(n: int) -> int:
+    # Pataki's bound sqrt(2 m) for m = n constraints guarantees a rank-r optimum exists; the
+    # solutions we see have rank 1-3, so a smaller cap keeps the cost O(n^2 r) low; the final
+    # eigenvalue check catches a rank that was too small.
+    return int(min(np.ceil(np.sqrt(2 * n)) + 1, 10))
+
+
+def kkt_min_eigenvalue(S: np.ndarray, gamma: np.ndarray, C_e: float) -> float:
+    """Smallest eigenvalue of ``S + C_e e e^T - diag(gamma)`` (the dual slack of (10))."""
+    n = S.shape[0]
+    if n <= 600:
+        Z = S - np.diag(gamma)
+        Z += C_e
+        return float(np.linalg.eigvalsh(Z)[0])
+    ones = np.ones(n)
+
+    def matvec(x):
+        x = np.ravel(x)
+        return S @ x - gamma * x + C_e * ones * x.sum()
+
+    op = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+    try:
+        values = spla.eigsh(op, k=1, which="SA", tol=1e-8, maxiter=20 * n,
+                            return_eigenvectors=False)
+    except spla.ArpackNoConvergence:
+        return float("nan")
+    return float(values[0])
+
+
+def solve_gmmc_lowrank(
+    S: np.ndarray,
+    *,
+    C_e: float = 1e4,
+    C_delta: float = 1e5,
+    rank: int | None = None,
+    tol: float = 1e-6,
+    max_iter: int = 50,
+    inner_max_iter: int = 400,
+    V0: np.ndarray | None = None,
+    gamma0: np.ndarray | None = None,
+    random_state: int | np.random.RandomState | None = None,
+    certify: bool = True,
+    on_iteration=None,
+) -> GMMCSolution:
+    """Solve (10) in its scaled dual form by a Burer-Monteiro augmented Lagrangian.
+
+    ``min tr(W^T S W) + ||a||^2 + C_delta sum_i (1 - ||v_i||^2)_+`` with
+    ``v_i = (W - mean W)_i + a / (n sqrt(C_e))``. The multiplier of ``||v_i||^2 >= 1`` is the
+    seed's ``gamma_i``; clipping it to ``[0, C_delta]`` gives the soft margin of (10).
+    ``V0``/``gamma0`` warm-start the solve (kernel learning re-solves with nearby ``S``).
+    """
+    n = S.shape[0]
+    rng = check_random_state(random_state)
+    r = rank or _default_rank(n)
+    s = 1.0 / (n * np.sqrt(C_e))
+    if V0 is not None and V0.shape == (n, r):
+        W = V0.copy()
+    else:
+        W = rng.standard_normal((n, r))
+        W -= W.mean(axis=0)
+        W /= np.linalg.norm(W, axis=1, keepdims=True)
+    a = np.zeros(r)
+    y = np.zeros(n) if gamma0 is None else np.clip(gamma0, 0.0, C_delta).copy()
+    scale_S = max(float(np.trace(S)) / n, 1e-12)
+    mu = 10.0 * scale_S
+
+    def unpack(x):
+        return x[: n * r].reshape(n, r), x[n * r:]
+
+    def lagrangian(x):
+        W, a = unpack(x)
+        SW = S @ W
+        V = W - W.mean(axis=0) + s * a
+        g = 1.0 - np.einsum("ij,ij->i", V, V)  # constraint g_i <= 0
+        lam = np.clip(y + mu * g, 0.0, C_delta)
+        value = np.einsum("ij,ij->", W, SW) + a @ a + lam @ g - np.sum((lam - y) ** 2) / (2 * mu)
+        G = -2.0 * lam[:, None] * V
+        grad_W = 2.0 * SW + G - G.mean(axis=0)
+        grad_a = 2.0 * a + s * G.sum(axis=0)
+        return value, np.concatenate([grad_W.ravel(), grad_a])
+
+    x = np.concatenate([W.ravel(), a])
+    residual_old = np.inf
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        result = minimize(lagrangian, x, jac=True, method="L-BFGS-B",
+                          options={"maxiter": inner_max_iter, "gtol": 1e-10 * scale_S,
+                                   "ftol": 1e-15})
+        x = result.x
+        W, a = unpack(x)
+        V = W - W.mean(axis=0) + s * a
+        g = 1.0 - np.einsum("ij,ij->i", V, V)
+        y = np.clip(y + mu * g, 0.0, C_delta)
+        # Natural residual of the complementarity conditions, in units of the constraint.
+        residual = float(np.max(np.abs(np.clip(y + g, 0.0, C_delta) - y)) / max(1.0, y.max()))
+        quad = float(np.einsum("ij,ij->", W, S @ W) + a @ a)
+        primal = quad + C_delta * float(np.maximum(g, 0.0).sum())
+        dual = float(y.sum())
+        gap = abs(primal - dual) / max(1.0, abs(primal), abs(dual))
+        if on_iteration is not None:
+            on_iteration(n_iter, dual, residual, gap)
+        if residual < tol and gap < tol:
+            break
+        if residual > 0.25 * residual_old:
+            mu = min(4.0 * mu, 1e8 * scale_S)
+        residual_old = residual
+    messages = []
+    status = "optimal"
+    if not (residual < tol and gap < tol):
+        status = "inaccurate"
+        messages.append(
+            f"low-rank GMMC solver stopped after {n_iter} augmented-Lagrangian iterations with "
+            f"duality gap {gap:.2e} and residual {residual:.2e} (tol {tol:.0e})"
+        )
+    min_eig = None
+    if certify:
+        min_eig = kkt_min_eigenvalue(S, y, C_e) / max(1.0, float(np.abs(S).max()))
+        if not np.isfinite(min_eig) or min_eig < -max(100 * tol, 1e-5):
+            status = "inaccurate"
+            messages.append(
+                f"KKT matrix has eigenvalue {min_eig:.2e} < 0: rank {r} may be too small for a "
+                "global optimum of (10)"
+            )
+    return GMMCSolution(V=V, gamma=y, primal=primal, dual=dual, gap=gap, infeasibility=residual,
+                        min_eig=min_eig, n_iter=n_iter, status=status, messages=messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# The same scaled SDP for a generic conic solver
+# ---------------------------------------------------------------------------------------------
+
+
+def solve_gmmc_cvxpy(
+    S: np.ndarray, *, C_e: float = 1e4, C_delta: float = 1e5, solver: str = "SCS",
+    eps: float = 1e-7,
+) -> GMMCSolution:
+    """(10) in the scaled dual form for cvxpy: ``X = B Z B^T``, ``B = [e / (n sqrt(C_e)), Q]``.
+
+    ``Q`` is an orthonormal basis of ``e^perp``; the objective ``<S + C_e ee^T, X>`` becomes
+    ``Z_00 + <Q^T S Q, Z_11>`` with O(1) coefficients. ``C_delta`` enters only when it can bind
+    (below ``C_e + max S_ii``), through slacks scaled by ``1 / C_delta``.
+    Raises ``RuntimeError`` when the solver fails; "optimal_inaccurate" is marked inaccurate.
+    """
+    import cvxpy as cp
+
+    n = S.shape[0]
+    ones = np.ones((n, 1)) / np.sqrt(n)
+    Q = np.linalg.svd(np.eye(n) - ones @ ones.T)[0][:, : n - 1]
+    B = np.hstack([ones / np.sqrt(C_e * n), Q])
+    C = np.zeros((n, n))
+    C[0, 0] = 1.0
+    C[1:, 1:] = Q.T @ S @ Q
+    Z = cp.Variable((n, n), PSD=True)
+    diag_X = cp.sum(cp.multiply(B @ Z, B), axis=1)
+    soft = C_delta < C_e + float(np.max(np.diag(S)))
+    if soft:
+        xi = cp.Variable(n, nonneg=True)  # C_delta * (1 - X_ii)_+
+        constraints = [diag_X >= 1 - xi / C_delta]
+        objective = cp.trace(C @ Z) + cp.sum(xi)
+    else:
+        constraints = [diag_X >= 1]
+        objective = cp.trace(C @ Z)
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    kwargs = {"eps": eps, "max_iters": 200_000} if solver == "SCS" else {}
+    try:
+        problem.solve(solver=solver, **kwargs)
+    except cp.error.SolverError as exc:
+        raise RuntimeError(f"cvxpy/{solver} failed on the GMMC SDP: {exc}") from None
+    if problem.status not in ("optimal", "optimal_inaccurate") or Z.value is None:
+        raise RuntimeError(f"cvxpy/{solver} returned status {problem.status!r} for the GMMC SDP")
+    X = B @ Z.value @ B.T
+    eigvals, eigvecs = np.linalg.eigh((X + X.T) / 2)
+    keep = eigvals > 1e-9 * max(eigvals[-1], 1.0)
+    V = eigvecs[:, keep] * np.sqrt(eigvals[keep])
+    gamma = np.asarray(constraints[0].dual_value, dtype=np.float64).ravel()
+    primal = float(problem.value)
+    dual = float(gamma.sum())
+    gap = abs(primal - dual) / max(1.0, abs(primal), abs(dual))
+    status = "optimal" if problem.status == "optimal" else "inaccurate"
+    messages = [] if status == "optimal" else [f"cvxpy/{solver} status {problem.status}"]
+    return GMMCSolution(V=V, gamma=gamma, primal=primal, dual=dual, gap=gap, infeasibility=0.0,
+                        min_eig=None, n_iter=int(problem.solver_stats.num_iters or 0),
+                        status=status, messages=messages)
+
+
+def labels_from_factor(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Labels from the leading eigenvector of ``X = V V^T`` (section 3.1's KKT eigenvector)."""
+    if V.shape[0] <= 2000:
+        return labels_from_leading_eigenvector(V @ V.T)
+    U, sv, _ = np.linalg.svd(V, full_matrices=False)  # same vector, O(n r^2)
+    scores = sv[0] * U[:, 0]
+    if scores[0] < 0:
+        scores = -scores
+    return (scores < 0).astype(np.int64), scores
+
+
+# ---------------------------------------------------------------------------------------------
+# Unsupervised kernel learning (12)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KernelLearningResult:
+    beta: np.ndarray
+    solution: GMMCSolution
+    S: np.ndarray
+    kernel_gap: float  # max_k g_k - beta^T g: bound on phi* - phi(beta)
+    n_outer: int
+    history: list[float]
+
+
+def learn_kernel_weights(
+    Ms: list[np.ndarray],
+    *,
+    C_e: float,
+    C_delta: float,
+    rank: int | None,
+    tol: float,
+    max_iter: int,
+    kernel_max_iter: int,
+    kernel_tol: float,
+    random_state,
+    on_iteration=None,
+) -> KernelLearningResult:
+    """Maximize the concave ``phi(beta)`` of (12) on the simplex by exponentiated gradient.
+
+    ``phi(beta)`` is (10) for ``M = sum_k beta_k M_k``; its supergradient is
+    ``g_k = tr(V^T Pi^T M_k Pi V)`` with ``Pi = I + e c^T`` the bias map of ``M`` (the lifted
+    ``W*`` of the seed's (n+1)-dimensional form). A step is kept only if ``phi`` does not drop.
+    """
+    m = len(Ms)
+    beta = np.full(m, 1.0 / m)
+    rng = check_random_state(random_state)
+
+    def evaluate(beta, warm):
+        M = sum(b * Mk for b, Mk in zip(beta, Ms, strict=True))
+        S = eliminate_bias(M)
+        sol = solve_gmmc_lowrank(
+            S, C_e=C_e, C_delta=C_delta, rank=rank, tol=tol, max_iter=max_iter,
+            V0=None if warm is None else warm.V, gamma0=None if warm is None else warm.gamma,
+            random_state=rng, certify=False,
+        )
+        PiV = sol.V + np.outer(np.ones(S.shape[0]), bias_map(M) @ sol.V)
+        grad = np.array([np.einsum("ij,ij->", PiV, Mk @ PiV) for Mk in Ms])
+        # phi includes the C_e and C_delta terms, which do not depend on beta.
+        return S, sol, grad
+
+    S, sol, grad = evaluate(beta, None)
+    history = [sol.dual]
+    step = 1.0
+    n_outer = 0
+    kernel_gap = float(grad.max() - beta @ grad)
+    for n_outer in range(1, kernel_max_iter + 1):
+        kernel_gap = float(grad.max() - beta @ grad)
+        if on_iteration is not None:
+            on_iteration(n_outer, sol.dual, kernel_gap, beta)
+        if kernel_gap <= kernel_tol * max(1.0, abs(sol.dual)):
+            break
+        spread = float(grad.max() - grad.min())
+        accepted = False
+        while step > 1e-6:
+            logits = np.log(np.maximum(beta, 1e-300)) + step * (grad - grad.max()) / spread * 8.0
+            trial = np.exp(logits - logits.max())
+            trial /= trial.sum()
+            S_t, sol_t, grad_t = evaluate(trial, sol)
+            if sol_t.dual >= sol.dual - tol * max(1.0, abs(sol.dual)):
+                beta, S, sol, grad = trial, S_t, sol_t, grad_t
+                step = min(2.0 * step, 4.0)
+                accepted = True
+                break
+            step /= 2.0
+        history.append(sol.dual)
+        if not accepted:
+            break
+    return KernelLearningResult(beta=beta, solution=sol, S=S, kernel_gap=kernel_gap,
+                                n_outer=n_outer, history=history)
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimator
+# ---------------------------------------------------------------------------------------------
+
+
+class GMMCParams(AlgorithmParams):
+    """Parameters of :class:`GMMC` (defaults from section 3 and 4 of the seed)."""
+
+    n_clusters: Literal[2] = Field(2, description="GMMC is a two-class method (seed section 3).")
+    kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
+    gamma: float | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "RBF width exp(-gamma ||x-x'||^2); 'auto': sigma = width_fraction x range of pairwise "
+            "distances and gamma = 1 / (2 sigma^2). Ignored with kernel_learning."
+        ),
+    )
+    width_fraction: float = Field(
+        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='auto')."
+    )
+    kernel_learning: bool = Field(
+        False, description="Learn weights of n_widths Laplacians jointly with the labels (12)."
+    )
+    n_widths: int = Field(
+        10, ge=2, le=50, description="Kernel learning widths: 1/m, 2/m, ..., 1 of the range."
+    )
+    C_e: float = Field(1e4, gt=0, le=1e9, description="Weight of (z^T e)^2 in (5); seed: 10,000.")
+    C_delta: float = Field(1e5, gt=0, le=1e10, description="Bound on gamma in (10); seed 1e5.")
+    solver: Literal["lowrank", "cvxpy"] = Field(
+        "lowrank", description="Burer-Monteiro augmented Lagrangian, or the scaled SDP for SCS."
+    )
+    rank: int | None = Field(None, ge=1, le=200, description="Factor rank (lowrank solver).")
+    max_iter: int = Field(50, ge=1, le=1000, description="Augmented-Lagrangian iterations.")
+    kernel_max_iter: int = Field(30, ge=1, le=500, description="Kernel-learning iterations.")
+    tol: float = Field(1e-6, gt=0, le=1e-1, description="Relative duality gap / residual.")
+    C: float = Field(100.0, gt=0, le=1e7, description="C of the out-of-sample SVM.")
+    random_state: RandomStateParam = None
+
+
+class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
+    """Generalized maximum margin clustering (GMMC) with unsupervised kernel learning.
+
+    Solves the soft-margin dual (10) over ``n`` variables with a normalized graph Laplacian in
+    place of ``K^{-1}`` (Remark II), or its kernel-learning extension (12); labels are the signs of
+    the KKT eigenvector (section 3.1). See the module docstring for the Laplacian normalization
+    (``I - D^{-1/2} K D^{-1/2}``, Chung's, not the seed's printed ``D^{1/2} K D^{1/2}``, which is
+    indefinite and makes (10) infeasible), the treatment of its null vector, and the
+    well-conditioned reformulation that is solved.
+
+    Parameters
+    ----------
+    n_clusters : {2}, default=2
+    kernel : {"rbf"}, default="rbf"
+    gamma : float or "auto", default="auto"
+        ``exp(-gamma ||x - x'||^2)``. The seed writes ``exp(-||x - x'||^2 / (2 sigma^2))``, so
+        ``gamma = 1 / (2 sigma^2)``; ``"auto"`` takes ``sigma = width_fraction * (max - min)`` of
+        the pairwise distances (section 4).
+    width_fraction : float, default=0.2
+        Shi & Malik's 10-20 % recommendation quoted in section 2.
+    kernel_learning : bool, default=False
+        Learn ``beta`` of (12) over ``n_widths`` Laplacians from ``sigma`` = 1/m, ..., m/m of the
+        distance range (section 4 uses 10 widths, 10 % to 100 %).
+    n_widths : int, default=10
+    C_e, C_delta : float, default=1e4, 1e5
+        The seed's constants of (5) and (10).
+    solver : {"lowrank", "cvxpy"}, default="lowrank"
+    rank : int or None
+        Rank of the factor ``V`` (default ``min(sqrt(2n) + 1, 10)``).
+    max_iter, kernel_max_iter : int
+        Augmented-Lagrangian iterations per solve; exponentiated-gradient steps for (12).
+    tol : float, default=1e-6
+        Relative duality gap and residual required for an "optimal" solve; worse is reported in
+        ``warnings_`` (and as a ``ConvergenceWarning``).
+    C : float, default=100
+        Regularization of the out-of-sample SVM trained on the found labels.
+    random_state : int or None
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+    scores_ : ndarray of shape (n_samples,)
+        The relaxed labels ``z`` (KKT eigenvector scaled by its eigenvalue).
+    gamma_ : float
+        RBF width of the single-kernel fit (the largest-weight width with kernel learning).
+    gammas_ : ndarray of shape (m,)
+        RBF widths behind the Laplacians (one without kernel learning).
+    kernel_weights_ : ndarray of shape (m,)
+        ``beta`` of (12), on the simplex (``[1.0]`` without kernel learning).
+    objective_ : float
+        ``sum_i gamma_i``, the optimal value of (10)/(12).
+    dual_variables_ : ndarray of shape (n_samples,)
+        ``gamma`` of (10).
+    duality_gap_ : float
+    kernel_gap_ : float
+        Bound on the suboptimality of ``beta`` (0 without kernel learning).
+    solver_ : str
+    solver_status_ : {"optimal", "inaccurate"}
+    warnings_ : list of str
+        Solver problems; empty when the solve was certified optimal.
+    n_iter_ : int
+    classifier_ : list of KernelExpansionClassifier
+        The out-of-sample SVM, one term per RBF width with nonzero weight.
+
+    References
+    ----------
+    H. Valizadegan, R. Jin. Generalized Maximum Margin Clustering and Unsupervised Kernel
+    Learning. NIPS 2006. Problems (5), (7), (10), (12); Remark II; section 3.1 (labels).
+
+    See Also
+    --------
+    algorithms.itersvr.IterSVR : fast non-convex maximum margin clustering.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    >>> GMMC(random_state=0).fit(X).labels_.shape
+    (40,)
+    """
+
+    params_model = GMMCParams
+    _result_attributes = (
+        *MMCEstimatorMixin._result_attributes,
+        "gammas_", "duality_gap_", "kernel_gap_", "solver_status_",
+    )
+
+    def __init__(
+        self,
+        n_clusters: int = 2,
+        *,
+        kernel: str = "rbf",
+        gamma: float | str = "auto",
+        width_fraction: float = 0.2,
+        kernel_learning: bool = False,
+        n_widths: int = 10,
+        C_e: float = 1e4,
+        C_delta: float = 1e5,
+        solver: str = "lowrank",
+        rank: int | None = None,
+        max_iter: int = 50,
+        kernel_max_iter: int = 30,
+        tol: float = 1e-6,
+        C: float = 100.0,
+        random_state: int | None = None,
+    ):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.width_fraction = width_fraction
+        self.kernel_learning = kernel_learning
+        self.n_widths = n_widths
+        self.C_e = C_e
+        self.C_delta = C_delta
+        self.solver = solver
+        self.rank = rank
+        self.max_iter = max_iter
+        self.kernel_max_iter = kernel_max_iter
+        self.tol = tol
+        self.C = C
+        self.random_state = random_state
+
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Cluster ``X`` into two clusters; ``y`` is ignored."""
+        self._validate_params()
+        X = as_float_matrix(X)
+        X = validate_data(self, X, reset=True)
+        check_clustering_input(X, self.n_clusters)
+        n = X.shape[0]
+        sq_dist = squared_distances(X)
+        if self.kernel_learning:
+            fractions = np.arange(1, self.n_widths + 1) / self.n_widths
+            self.gammas_ = width_fractions_gammas(sq_dist, fractions)
+        elif self.gamma == "auto":
+            self.gammas_ = width_fractions_gammas(sq_dist, [self.width_fraction])
+        else:
+            self.gammas_ = np.array([float(self.gamma)])
+        report(progress, 0, None, f"building {self.gammas_.size} Laplacian(s) for {n} points")
+        kernels = [np.exp(-g * sq_dist) for g in self.gammas_]
+        Ms = [laplacian_precision(K) for K in kernels]
+        self.warnings_: list[str] = []
+        self.solver_ = self.solver
+        step = 0
+
+        def on_alm(n_iter, dual, residual, gap):
+            nonlocal step
+            step += 1
+            report(progress, step, dual,
+                   f"augmented Lagrangian {n_iter}: residual {residual:.1e}, gap {gap:.1e}")
+
+        if self.kernel_learning:
+            if self.solver != "lowrank":
+                raise ValueError("kernel_learning is implemented with solver='lowrank' only")
+
+            def on_outer(n_outer, dual, kernel_gap, beta):
+                nonlocal step
+                step += 1
+                report(progress, step, dual,
+                       f"kernel learning step {n_outer}: bound {kernel_gap:.2e}, "
+                       f"largest weight {beta.max():.2f}")
+
+            learned = learn_kernel_weights(
+                Ms, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
+                max_iter=self.max_iter, kernel_max_iter=self.kernel_max_iter,
+                kernel_tol=max(self.tol, 1e-4), random_state=self.random_state,
+                on_iteration=on_outer,
+            )
+            beta, S = learned.beta, learned.S
+            # Certify the last inner solve (the kernel-learning loop skips the eigenvalue check).
+            solution = solve_gmmc_lowrank(
+                S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
+                max_iter=self.max_iter, V0=learned.solution.V, gamma0=learned.solution.gamma,
+                random_state=self.random_state, on_iteration=on_alm,
+            )
+            self.kernel_gap_ = learned.kernel_gap
+            if learned.kernel_gap > 1e-2 * max(1.0, abs(solution.dual)):
+                self.warnings_.append(
+                    f"kernel learning stopped after {learned.n_outer} steps with suboptimality "
+                    f"bound {learned.kernel_gap:.2e} on (12)"
+                )
+            self.n_iter_ = int(learned.n_outer + solution.n_iter)
+        else:
+            beta = np.ones(1)
+            S = eliminate_bias(Ms[0])
+            if self.solver == "cvxpy":
+                solution = solve_gmmc_cvxpy(S, C_e=self.C_e, C_delta=self.C_delta)
+            else:
+                solution = solve_gmmc_lowrank(
+                    S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
+                    max_iter=self.max_iter, random_state=self.random_state,
+                    on_iteration=on_alm,
+                )
+            self.kernel_gap_ = 0.0
+            self.n_iter_ = int(solution.n_iter)
+        self.warnings_.extend(solution.messages)
+        for message in self.warnings_:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+
+        labels, scores = labels_from_factor(solution.V)
+        if np.unique(labels).size < 2:
+            self.warnings_.append("the relaxed solution put every point in one cluster")
+            labels = (scores < np.median(scores)).astype(np.int64)
+        self.labels_ = labels
+        self.scores_ = scores
+        self.kernel_weights_ = beta
+        self.gamma_ = float(self.gammas_[int(np.argmax(beta))])
+        self.objective_ = float(solution.dual)
+        self.dual_variables_ = solution.gamma
+        self.duality_gap_ = float(solution.gap)
+        self.solver_status_ = "inaccurate" if self.warnings_ else solution.status
+        report(progress, step + 1, self.objective_, "training the out-of-sample SVM")
+        self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_, self.C)
+        self.n_support_ = int(self.classifier_[0].n_support)
+        return self
+
+    # -- prediction -------------------------------------------------------------------------------
+    def decision_function(self, X) -> np.ndarray:
+        """SVM decision value on the learned kernel; positive means cluster 1."""
+        check_is_fitted(self, "classifier_")
+        X = validate_data(self, as_float_matrix(X), reset=False)
+        return sum(term.decision_function(X) for term in self.classifier_)
+
+    def predict(self, X) -> np.ndarray:
+        """Cluster of new points by an SVM trained on the found labels with the learned kernel."""
+        classes = self.classifier_[0].classes
+        return np.where(self.decision_function(X) > 0, classes[1], classes[0]).astype(np.int64)
+
+    # -- portable model ---------------------------------------------------------------------------
+    def _export_state(self):
+        state = {
+            "gamma_": self.gamma_, "objective_": self.objective_, "n_iter_": self.n_iter_,
+            "solver_": self.solver_, "solver_status_": self.solver_status_,
+            "duality_gap_": self.duality_gap_, "kernel_gap_": self.kernel_gap_,
+            "warnings_": list(self.warnings_), "svms": [],
+        }
+        arrays = {"labels_": self.labels_, "scores_": self.scores_, "gammas_": self.gammas_,
+                  "kernel_weights_": self.kernel_weights_}
+        for i, term in enumerate(self.classifier_):
+            meta, term_arrays = term.to_export(prefix=f"svm{i}_")
+            state["svms"].append(meta)
+            arrays.update(term_arrays)
+        return state, arrays
+
+    def _import_state(self, state, arrays):
+        for name in ("gamma_", "objective_", "duality_gap_", "kernel_gap_"):
+            setattr(self, name, float(state[name]))
+        self.n_iter_ = int(state["n_iter_"])
+        self.solver_ = state["solver_"]
+        self.solver_status_ = state["solver_status_"]
+        self.warnings_ = list(state["warnings_"])
+        for name in ("labels_", "scores_", "gammas_", "kernel_weights_"):
+            setattr(self, name, arrays[name])
+        self.classifier_ = [
+            KernelExpansionClassifier.from_export(meta, arrays, prefix=f"svm{i}_")
+            for i, meta in enumerate(state["svms"])
+        ]
+        self.n_support_ = int(self.classifier_[0].n_support)
+
+
+def _mixture_svm(X, labels, kernels, beta, gammas, C) -> list[KernelExpansionClassifier]:
+    """SVM on the found labels with ``K = sum_k beta_k K_k``, split into one term per width.
+
+    ``f(x) = sum_k beta_k K_k(x, S) a + b``, so each term is a :class:`KernelExpansionClassifier`
+    with coefficients ``beta_k a`` (the bias on the first term): portable, numpy-only predict.
+    """
+    active = np.flatnonzero(beta > 1e-6 * beta.max())
+    weights = beta[active] / beta[active].sum()
+    K = sum(w * kernels[k] for w, k in zip(weights, active, strict=True))
+    base = KernelExpansionClassifier.fit(X, labels, kernel="rbf", gamma=float(gammas[active[0]]),
+                                         C=C, K=K)
+    terms = []
+    for i, (w, k) in enumerate(zip(weights, active, strict=True)):
+        intercept = base.intercept if i == 0 else np.zeros_like(base.intercept)
+        terms.append(KernelExpansionClassifier(base.support_vectors, w * base.dual_coef, intercept,
+                                               base.classes, "rbf", float(gammas[k])))
+    return terms
