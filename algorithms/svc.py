@@ -204,72 +204,105 @@ def _nearest(reference: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     return index.reshape(queries.shape[0], k)
 
 
+class SegmentGraph:
+    """Connected components of the adjacency (19), built from batches of candidate segments.
+
+    A candidate is tested only when its two ends are still in different components: an edge
+    inside a component changes no component, so the result equals testing every candidate, at a
+    fraction of the cost once the first batches have joined most points. Batches are vectorized
+    (:func:`segments_inside`); components come from ``scipy.sparse.csgraph``.
+    """
+
+    def __init__(self, sphere: Sphere, X: np.ndarray, n_points: int):
+        self.sphere, self.X, self.n_points = sphere, X, n_points
+        self.labels = np.arange(X.shape[0])
+        self._rows: list[np.ndarray] = []
+        self._cols: list[np.ndarray] = []
+
+    def add_edges(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Join without a test (nearest assignment)."""
+        if rows.size:
+            self._rows.append(rows)
+            self._cols.append(cols)
+            self.labels = _components(self.X.shape[0], np.concatenate(self._rows),
+                                      np.concatenate(self._cols))
+
+    def offer(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Test the candidates whose ends are not yet connected; keep those inside the sphere."""
+        open_ = np.flatnonzero(self.labels[rows] != self.labels[cols])
+        if open_.size == 0:
+            return
+        rows, cols = rows[open_], cols[open_]
+        inside = segments_inside(self.sphere, self.X[rows], self.X[cols], self.n_points)
+        self.add_edges(rows[inside], cols[inside])
+
+
 def _complete_pairs(n: int, block: int):
-    """All pairs ``i < j`` of ``n`` points, a block of rows at a time (memory O(block n))."""
-    for start in range(0, n - 1, block):
-        i = np.arange(start, min(start + block, n - 1))
+    """All pairs ``i < j`` of ``n`` points, about ``block`` pairs at a time."""
+    start = 0
+    while start < n - 1:
+        stop = start + 1
+        total = n - 1 - start
+        while stop < n - 1 and total + (n - 1 - stop) <= block:
+            total += n - 1 - stop
+            stop += 1
+        i = np.arange(start, stop)
         counts = n - 1 - i
         rows = np.repeat(i, counts)
         offsets = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-        cols = rows + 1 + offsets
-        yield rows, cols
+        yield rows, rows + 1 + offsets
+        start = stop
 
 
 def label_complete(sphere: Sphere, X: np.ndarray, n_points: int = 10) -> np.ndarray:
     """The seed's labeling: components of (19) over all pairs of ``X`` (points not bounded SVs)."""
-    n = X.shape[0]
-    rows_all, cols_all = [], []
-    block = max(1, _BATCH_ENTRIES // max(n, 1))
-    for rows, cols in _complete_pairs(n, block):
-        keep = segments_inside(sphere, X[rows], X[cols], n_points)
-        rows_all.append(rows[keep])
-        cols_all.append(cols[keep])
-    if not rows_all:
-        return np.zeros(n, dtype=np.int64)
-    return _components(n, np.concatenate(rows_all), np.concatenate(cols_all))
+    graph = SegmentGraph(sphere, X, n_points)
+    for rows, cols in _complete_pairs(X.shape[0], 1 << 16):
+        graph.offer(rows, cols)
+    return graph.labels
 
 
 def label_knn(sphere: Sphere, X: np.ndarray, n_neighbors: int = 10,
               n_points: int = 10) -> np.ndarray:
-    """Components of (19) restricted to the ``n_neighbors`` nearest neighbours of each point."""
+    """Components of (19) restricted to the ``n_neighbors`` nearest neighbours of each point,
+    offered nearest first (one batch per neighbour rank)."""
     n = X.shape[0]
+    graph = SegmentGraph(sphere, X, n_points)
     if n == 1:
-        return np.zeros(1, dtype=np.int64)
+        return graph.labels
     neighbors = _nearest(X, X, n_neighbors + 1)[:, 1:]
-    rows = np.repeat(np.arange(n), neighbors.shape[1])
-    cols = neighbors.ravel()
-    low, high = np.minimum(rows, cols), np.maximum(rows, cols)
-    pairs = np.unique(np.stack([low, high], axis=1), axis=0)
-    keep = segments_inside(sphere, X[pairs[:, 0]], X[pairs[:, 1]], n_points)
-    return _components(n, pairs[keep, 0], pairs[keep, 1])
+    for rank in range(neighbors.shape[1]):
+        graph.offer(np.arange(n), neighbors[:, rank])
+    return graph.labels
 
 
 def label_support_vector_graph(sphere: Sphere, X: np.ndarray, is_sv: np.ndarray,
                                n_neighbors: int = 10, n_points: int = 10) -> np.ndarray:
     """Components of (19) over SV-SV pairs plus each other point to its nearest SVs.
 
-    ``is_sv`` marks the support vectors among the rows of ``X``. A point none of whose tested
-    segments stays inside is joined to its nearest support vector.
+    ``is_sv`` marks the support vectors among the rows of ``X``. SV pairs are offered shortest
+    first. A point none of whose tested segments stays inside joins its nearest support vector.
     """
     n = X.shape[0]
     sv = np.flatnonzero(is_sv)
     if sv.size == 0:
         return label_knn(sphere, X, n_neighbors, n_points)
-    others = np.flatnonzero(~is_sv)
+    graph = SegmentGraph(sphere, X, n_points)
     i, j = np.triu_indices(sv.size, k=1)
-    sv_rows, sv_cols = sv[i], sv[j]
-    keep = segments_inside(sphere, X[sv_rows], X[sv_cols], n_points)
-    rows, cols = [sv_rows[keep]], [sv_cols[keep]]
+    order = np.argsort(np.sum((X[sv[i]] - X[sv[j]]) ** 2, axis=1), kind="stable")
+    sv_rows, sv_cols = sv[i[order]], sv[j[order]]
+    chunk = max(4 * sv.size, 1024)
+    for start in range(0, sv_rows.size, chunk):
+        graph.offer(sv_rows[start : start + chunk], sv_cols[start : start + chunk])
+    others = np.flatnonzero(~is_sv)
     if others.size:
         near = sv[_nearest(X[sv], X[others], n_neighbors)]
-        o_rows = np.repeat(others, near.shape[1])
-        o_cols = near.ravel()
-        ok = segments_inside(sphere, X[o_rows], X[o_cols], n_points).reshape(near.shape)
-        # Nearest assignment for points that connect to none of their nearest SVs.
-        ok[~ok.any(axis=1), 0] = True
-        rows.append(o_rows[ok.ravel()])
-        cols.append(o_cols[ok.ravel()])
-    return _components(n, np.concatenate(rows), np.concatenate(cols))
+        for rank in range(near.shape[1]):
+            graph.offer(others, near[:, rank])
+        # Others connect only through SVs, so a lone point reached no SV: nearest assignment.
+        lone = np.bincount(graph.labels, minlength=n)[graph.labels[others]] == 1
+        graph.add_edges(others[lone], near[lone, 0])
+    return graph.labels
 
 
 def relabel_by_size(components: np.ndarray) -> np.ndarray:
