@@ -2,8 +2,10 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
 
-.PHONY: install serve test lint openapi bench
+.PHONY: install serve worker test lint openapi bench bench-service
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -13,7 +15,10 @@ install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 
 serve: install
-	$(BIN)/mmc serve
+	$(BIN)/mmc serve --host $(HOST) --port $(PORT)
+
+worker: install
+	$(BIN)/mmc worker
 
 test: install
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
@@ -27,3 +32,6 @@ openapi: install
 
 bench: install
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+
+bench-service: install
+	$(BIN)/python benchmarks/service_load.py

@@ -46,6 +46,8 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int) -> int:
     def shutdown(*_):
         raise KeyboardInterrupt
 
+    # Explicit handlers: a shell may start us with SIGINT ignored (background jobs).
+    signal.signal(signal.SIGINT, shutdown)
     signal.signal(signal.SIGTERM, shutdown)
     try:
         for queue in QUEUE_NAMES:
@@ -66,6 +68,7 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int) -> int:
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in reversed(children):
             processes.stop(child)
         if redis_process is not None:

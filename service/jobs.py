@@ -60,7 +60,7 @@ class JobService:
 
         dataset_id = prepared.dataset_id
         if prepared.X is not None and dataset_id is None:
-            dataset_id = self.stores.datasets.put(prepared.X)[0]["id"]
+            dataset_id = self.stores.datasets.put(prepared.X, describe=False)[0]["id"]
         queue = spec.queue_for(params)
         timeout = min(spec.timeout_seconds, self.settings.job_timeout_cap_seconds)
         record = {

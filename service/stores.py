@@ -79,22 +79,25 @@ class DatasetStore:
         digest.update(array.tobytes())
         return digest.hexdigest()
 
-    def put(self, X: np.ndarray) -> tuple[dict[str, Any], bool]:
-        """Store ``X`` once; returns its description and whether it was new."""
+    def put(self, X: np.ndarray, *, describe: bool = True) -> tuple[dict[str, Any], bool]:
+        """Store ``X`` once; returns its description (only the id without ``describe``) and
+        whether it was new."""
         dataset_id = self.content_id(X)
         key = Keys.dataset(dataset_id)
-        if self.redis.exists(key):
-            self.redis.expire(key, self.ttl)
+        if self.redis.expire(key, self.ttl):  # already stored: one round trip renews it
+            if not describe:
+                return {"id": dataset_id}, False
             return self.describe(dataset_id), False  # type: ignore[return-value]
         payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
-        self.redis.hset(key, mapping={
-            "npz": payload,
-            "n_samples": X.shape[0],
-            "n_features": X.shape[1],
-            "created_at": time.time(),
-        })
-        self.redis.expire(key, self.ttl)
-        return self.describe(dataset_id), True  # type: ignore[return-value]
+        created_at = time.time()
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0],
+                                    "n_features": X.shape[1], "created_at": created_at})
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+        return {"id": dataset_id, "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
+                "stored_bytes": len(payload), "created_at": created_at,
+                "expires_in_seconds": self.ttl}, True
 
     def describe(self, dataset_id: str) -> dict[str, Any] | None:
         key = Keys.dataset(dataset_id)
