@@ -12,7 +12,7 @@ from typing import Any
 from redis import Redis
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq.job import Job, JobStatus
+from rq.job import Callback, Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
@@ -76,7 +76,7 @@ class JobService:
             get_queue(queue, self.redis).enqueue(
                 RUN_JOB, job_id, job_id=job_id, job_timeout=timeout,
                 result_ttl=600, failure_ttl=self.settings.job_ttl_seconds,
-                on_failure="worker.tasks.on_failure",
+                on_failure=Callback("worker.tasks.on_failure"),
             )
         except Exception:
             self.stores.jobs.delete(job_id, owner)

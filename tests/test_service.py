@@ -313,3 +313,23 @@ def test_health_readiness_and_metrics(service_url):
     text = httpx.get(f"{service_url}/metrics").text
     assert 'mmc_queue_workers{queue="fast"}' in text
     assert "mmc_http_requests_total" in text and "mmc_redis_up 1" in text
+
+
+def test_failure_callback_marks_a_timed_out_job_failed(redis_url):
+    from rq.timeouts import JobTimeoutException
+
+    from service.settings import Settings
+    from service.stores import JobStore
+    from worker.tasks import on_failure
+
+    redis = Redis.from_url(redis_url)
+    store = JobStore(redis, Settings().job_ttl_seconds)
+    job_id = f"timeout-{time.time_ns()}"
+    store.create({"id": job_id, "owner": "nobody", "status": "running", "queued_at": time.time()},
+                 {"dataset_id": None})
+    on_failure(type("RQJob", (), {"id": job_id})(), redis, JobTimeoutException,
+               JobTimeoutException("Task exceeded maximum timeout value (5 seconds)"), None)
+    record = store.get(job_id)
+    assert record["status"] == "failed"
+    assert record["error"] == {"type": "JobTimeoutException",
+                               "message": "Task exceeded maximum timeout value (5 seconds)"}
