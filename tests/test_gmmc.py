@@ -1,0 +1,209 @@
+"""GMMC (Valizadegan & Jin 2006): the formulation, the solvers, Table 1 accuracy, the estimator."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+
+from algorithms.base import clustering_error
+from algorithms.gmmc import (
+    GMMC,
+    degenerate_laplacian_labels,
+    eliminate_bias,
+    laplacian_precision,
+    solve_gmmc_lowrank,
+)
+from algorithms.kernels import normalized_laplacian, squared_distances
+from algorithms.registry import get_spec
+from benchmarks.gmmc import (
+    digit_pair,
+    two_circles,
+    two_gaussians,
+    two_jointed_circles,
+)
+
+C_E, C_DELTA = 1e4, 1e5  # the seed's constants (sections 3.1 and 3.2)
+
+
+def _same_partition(a, b) -> bool:
+    return clustering_error(a, b) == 0.0
+
+
+def _tiny_instance(n=24):
+    X, y = make_blobs(n_samples=n, centers=[[0, 0], [3, 1]], cluster_std=0.8, random_state=3)
+    K = np.exp(-0.25 * squared_distances(X))
+    return X, y, K
+
+
+def _solve_10_directly(M: np.ndarray):
+    """(10) exactly as printed, (n+1) x (n+1) LMI with P = (I, e) and the seed's constants."""
+    n = M.shape[0]
+    P = np.hstack([np.eye(n), np.ones((n, 1))])
+    e0 = np.r_[np.ones(n), 0.0]
+    A0 = P.T @ M @ P + C_E * np.outer(e0, e0)
+    gamma = cp.Variable(n)
+    lmi = A0 - cp.diag(cp.hstack([gamma, np.zeros(1)]))
+    problem = cp.Problem(cp.Maximize(cp.sum(gamma)),
+                         [(lmi + lmi.T) / 2 >> 0, gamma >= 0, gamma <= C_DELTA])
+    problem.solve(solver="CLARABEL")
+    kkt = A0 - np.diag(np.r_[gamma.value, 0.0])
+    w = np.linalg.eigh(kkt)[1][:, 0]  # eigenvector of the (near) zero eigenvalue, section 3.1
+    return problem.status, float(problem.value), (w[:n] < 0).astype(int)
+
+
+# -- the formulation -------------------------------------------------------------------------
+
+
+def test_printed_laplacian_is_indefinite_so_chung_normalization_is_used():
+    _, _, K = _tiny_instance()
+    d = K.sum(axis=1)
+    printed = np.eye(len(d)) - np.sqrt(d)[:, None] * K * np.sqrt(d)[None, :]
+    assert np.linalg.eigvalsh(printed)[0] < -1.0  # (10) would be infeasible even at gamma = 0
+    chung = np.linalg.eigvalsh(normalized_laplacian(K))
+    assert chung[0] > -1e-10 and chung[-1] < 2 + 1e-10
+
+
+def test_bare_laplacian_gives_10_a_zero_cost_degree_split():
+    _, y, K = _tiny_instance()
+    n = len(y)
+    L = normalized_laplacian(K)
+    P = np.hstack([np.eye(n), np.ones((n, 1))])
+    e0 = np.r_[np.ones(n), 0.0]
+    u = np.sqrt(K.sum(axis=1))
+    w = np.r_[u - u.mean(), u.mean()]
+    A0 = P.T @ L @ P + C_E * np.outer(e0, e0)
+    assert np.linalg.norm(A0 @ w) < 1e-8 * np.linalg.norm(w)  # forces gamma = 0 in (10)
+    assert np.array_equal(degenerate_laplacian_labels(K), (w[:n] < 0).astype(int))
+    M = laplacian_precision(K)  # the lifted null direction makes the problem positive definite
+    assert np.linalg.eigvalsh(M)[0] > 1e-6
+
+
+def test_eliminating_the_bias_row_is_exact():
+    _, _, K = _tiny_instance()
+    M = laplacian_precision(K)
+    S = eliminate_bias(M)
+    assert np.allclose(S @ np.ones(len(S)), 0.0, atol=1e-10)
+    z = np.random.default_rng(0).standard_normal(len(S))
+    lam = np.linspace(-3, 3, 20001)
+    costs = [(z + t) @ M @ (z + t) for t in lam]
+    assert min(costs) == pytest.approx(z @ S @ z, rel=1e-6)
+
+
+def test_lowrank_and_scaled_cvxpy_solve_the_same_problem_as_a_direct_solve_of_10():
+    X, _, K = _tiny_instance()
+    M = laplacian_precision(K)
+    status, value, labels = _solve_10_directly(M)
+    assert status == "optimal"
+    low = solve_gmmc_lowrank(eliminate_bias(M), C_e=C_E, C_delta=C_DELTA, random_state=0)
+    assert low.status == "optimal"
+    # (10) with the paper's constants and our scaled problem agree to the solvers' accuracy.
+    assert low.dual == pytest.approx(value, rel=1e-4)
+    assert low.min_eig > -1e-5  # the KKT matrix certifies a global optimum
+    low_labels = (np.linalg.svd(low.V)[0][:, 0] < 0).astype(int)
+    assert _same_partition(labels, low_labels)
+    model = GMMC(gamma=0.25, solver="cvxpy").fit(X)
+    assert model.objective_ == pytest.approx(value, rel=1e-3)
+    assert _same_partition(labels, model.labels_)
+
+
+def test_inaccurate_solve_is_reported_in_warnings_and_as_convergence_warning():
+    X, _ = two_gaussians()
+    with pytest.warns(ConvergenceWarning, match="augmented-Lagrangian"):
+        model = GMMC(max_iter=1, random_state=0).fit(X)
+    assert model.solver_status_ == "inaccurate"
+    assert any("duality gap" in message for message in model.warnings_)
+    assert model.result_extras()["warnings"] == model.warnings_
+
+
+def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
+    X, _ = two_gaussians()
+    model = GMMC(width_fraction=0.3, random_state=0).fit(X)
+    assert model.warnings_ == [] and model.solver_status_ == "optimal"
+    assert model.duality_gap_ < 1e-6
+
+
+# -- Table 1 of the seed, best width of the 10 -------------------------------------------------
+
+# (data, width fraction, seed's GMMC error % with the best width, Table 1). The width is the best
+# of the seed's 10 (10 %, ..., 100 % of the range of pairwise distances), found by
+# benchmarks/gmmc.py; the acceptance bounds are those of the issue.
+BEST_WIDTH_CASES = [
+    ("two circles", two_circles, 0.1, 0.0),
+    ("two jointed circles", two_jointed_circles, 0.2, 1.0),
+    ("two Gaussians", two_gaussians, 0.3, 2.5),
+    ("digits 3-8", lambda: digit_pair(3, 8), 0.2, 6.6),
+    ("digits 1-7", lambda: digit_pair(1, 7), 0.1, 3.2),
+    ("digits 2-7", lambda: digit_pair(2, 7), 0.1, 1.5),
+    ("digits 8-9", lambda: digit_pair(8, 9), 0.2, 16.0),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "fraction", "bound"), BEST_WIDTH_CASES,
+                         ids=[c[0] for c in BEST_WIDTH_CASES])
+def test_table_1_error_with_the_best_width_is_within_the_issue_bound(name, make, fraction, bound):
+    X, y = make()
+    model = GMMC(width_fraction=fraction, random_state=0).fit(X)
+    assert 100 * clustering_error(y, model.labels_) <= bound
+    assert model.solver_status_ == "optimal", model.warnings_
+
+
+# -- Table 1, unsupervised kernel learning (12) -------------------------------------------------
+
+# Seed's kernel-learning column (Table 1); the issue accepts 2 points above it.
+KERNEL_LEARNING_CASES = [
+    ("two jointed circles", two_jointed_circles, 0.0),
+    ("two Gaussians", two_gaussians, 3.75),
+    ("digits 3-8", lambda: digit_pair(3, 8), 5.6),
+    ("digits 1-7", lambda: digit_pair(1, 7), 3.0),
+    ("digits 2-7", lambda: digit_pair(2, 7), 5.6),
+    ("digits 8-9", lambda: digit_pair(8, 9), 12.0),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "paper"), KERNEL_LEARNING_CASES,
+                         ids=[c[0] for c in KERNEL_LEARNING_CASES])
+def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper):
+    X, y = make()
+    model = GMMC(kernel_learning=True, random_state=0).fit(X)
+    assert 100 * clustering_error(y, model.labels_) <= paper + 2.0
+    assert model.kernel_weights_.shape == (10,)
+    assert model.kernel_weights_.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.all(model.kernel_weights_ >= 0)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "(12) maximizes sum(gamma) over beta, which favours the flattest (widest) kernel; two "
+    "concentric circles need the narrowest width, so kernel learning gives 50 % (seed: 0 %)"))
+def test_kernel_learning_separates_two_circles_as_in_table_1():
+    X, y = two_circles()
+    model = GMMC(kernel_learning=True, random_state=0).fit(X)
+    assert 100 * clustering_error(y, model.labels_) <= 2.0
+
+
+# -- the estimator -----------------------------------------------------------------------------
+
+
+def test_out_of_sample_svm_on_the_learned_kernel_reproduces_the_labels_and_exports():
+    X, _ = two_jointed_circles()
+    model = GMMC(kernel_learning=True, kernel_max_iter=5, random_state=0).fit(X)
+    assert np.mean(model.predict(X) == model.labels_) >= 0.97
+    meta, arrays = model.to_model()
+    clone = GMMC.from_model(meta, arrays)
+    assert np.allclose(clone.decision_function(X[:10]), model.decision_function(X[:10]))
+    assert np.array_equal(clone.kernel_weights_, model.kernel_weights_)
+    extras = model.result_extras()
+    assert len(extras["kernel_weights"]) == 10 and "warnings" in extras
+
+
+def test_params_are_validated_and_registered_on_the_slow_queue():
+    X, _ = two_gaussians()
+    with pytest.raises(ValueError, match="n_clusters"):
+        GMMC(n_clusters=3).fit(X)
+    with pytest.raises(ValueError, match="C_e"):
+        GMMC(C_e=-1).fit(X)
+    spec = get_spec("gmmc")
+    assert spec.queue == "slow" and spec.estimator is GMMC
+    assert spec.max_n_for(spec.parse_params({"kernel_learning": True})) < spec.max_n
