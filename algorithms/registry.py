@@ -16,6 +16,7 @@ from algorithms.base import AlgorithmParams
 from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
+from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams
 from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
 InputKind = Literal["vectors", "sequences"]
@@ -125,6 +126,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=900,
         # The seed's complete labeling tests O(N^2) segments.
         max_n_rule=lambda params: 3_000 if params.labeling == "complete" else 50_000,
+        notes={"large_n": "labeling='support_vectors' or 'knn' allows up to 50,000 points"},
     ),
     AlgorithmSpec(
         name="gmmc",
@@ -141,6 +143,27 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=1800,
         # Dense n x n Laplacians; kernel learning re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 3_000,
+    ),
+    AlgorithmSpec(
+        name="m3n",
+        estimator=UnsupervisedM3N,
+        params_model=UnsupervisedM3NParams,
+        summary=(
+            "Unsupervised max-margin Markov network: HMM state labeling of integer sequences; "
+            "'alternating' (ACDHMM, EM start then M3N training and balanced Viterbi relabeling) "
+            "or 'exact' (CDHMM, the convex SDP relaxation, small problems)."
+        ),
+        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm (chapter 5)",
+        input_kind="sequences",
+        labels="none",
+        queue="fast",
+        max_n=200_000,
+        timeout_seconds=1800,
+        # max_n counts positions over all sequences. The exact SDP has positions x positions
+        # matrices and 3 p2^2 pair constraints (5.27): about 3 s of CPU at 80 positions.
+        queue_rule=lambda params: "slow" if params.method == "exact" else "fast",
+        max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
+        notes={"max_n": "total positions over all sequences"},
     ),
 )
 

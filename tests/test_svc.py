@@ -23,6 +23,7 @@ from algorithms.svc import (
     segments_inside,
     solve_enclosing_sphere,
 )
+from benchmarks.svc import rings_with_a_core
 
 LABELINGS = ("complete", "support_vectors", "knn")
 
@@ -39,19 +40,6 @@ def iris_pcs(iris, n_components):
 
 def misclassified(y, labels):
     return round(clustering_error(y, labels) * len(y))
-
-
-def rings_with_a_core(seed=0):
-    """Figure 2 of the seed: a Gaussian core of 50 points inside rings of 150 and 300 points
-    (uniform angle, Gaussian radius). Radii 2 and 4 with radial sd 0.2 and core sd 0.4 put the
-    gaps at the scale where the caption's q = 1, 1/(NC) = 0.3 separates the three groups."""
-    rng = np.random.default_rng(seed)
-    parts = [rng.normal(0.0, 0.4, size=(50, 2))]
-    for count, radius in ((150, 2.0), (300, 4.0)):
-        angle = rng.uniform(0.0, 2 * np.pi, count)
-        r = radius + rng.normal(0.0, 0.2, count)
-        parts.append(np.column_stack([r * np.cos(angle), r * np.sin(angle)]))
-    return np.vstack(parts), np.repeat([0, 1, 2], [50, 150, 300])
 
 
 # --- Table 1: iris on its principal components -----------------------------------------------
