@@ -146,7 +146,7 @@ BEST_WIDTH_CASES = [
 def test_table_1_error_with_the_best_width_is_within_the_issue_bound(name, make, fraction, bound):
     X, y = make()
     model = GMMC(width_fraction=fraction, random_state=0).fit(X)
-    assert 100 * clustering_error(y, model.labels_) <= bound
+    assert 100 * clustering_error(y, model.labels_) <= bound + 1e-9
     assert model.solver_status_ == "optimal", model.warnings_
 
 
@@ -168,7 +168,7 @@ KERNEL_LEARNING_CASES = [
 def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper):
     X, y = make()
     model = GMMC(kernel_learning=True, random_state=0).fit(X)
-    assert 100 * clustering_error(y, model.labels_) <= paper + 2.0
+    assert 100 * clustering_error(y, model.labels_) <= paper + 2.0 + 1e-9
     assert model.kernel_weights_.shape == (10,)
     assert model.kernel_weights_.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.all(model.kernel_weights_ >= 0)
