@@ -17,6 +17,7 @@ from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
 from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams
+from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
 from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
 InputKind = Literal["vectors", "sequences"]
@@ -164,6 +165,23 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         queue_rule=lambda params: "slow" if params.method == "exact" else "fast",
         max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
         notes={"max_n": "total positions over all sequences"},
+    ),
+    AlgorithmSpec(
+        name="robust_svm",
+        estimator=RobustSVM,
+        params_model=RobustSVMParams,
+        summary=(
+            "Supervised binary SVM with outlier ablation: 'reh' (robust eta-hinge SDP), 'rod' "
+            "(outlier-detection SDP) or 'ramp' (CCCP on the ramp loss, libsvm steps, large n)."
+        ),
+        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm (chapter 6)",
+        labels="required",
+        queue="slow",
+        max_n=50_000,
+        timeout_seconds=1800,
+        # The SDPs have an (n+1) x (n+1) matrix variable; ramp is a few libsvm fits.
+        queue_rule=lambda params: "fast" if params.method == "ramp" else "slow",
+        max_n_rule=lambda params: recommended_max_n(params.method),
     ),
 )
 

@@ -1,0 +1,597 @@
+"""Robust SVM by outlier ablation: the eta-hinge SDP (REH), outlier detection (ROD) and ramp.
+
+Xu, "Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust Support
+Vector Machines", PhD thesis, 2007, chapter 6 (``../shared/seeds/xu_thesis_2007_sdp_mmc_m3n_
+robust_svm.txt``).
+
+Every training point gets an indicator ``0 <= eta_i <= 1`` (``eta_i = 0``: outlier). With
+``G = K o yy^T`` and ``beta = 1 / C``:
+
+* REH minimises the regularised eta-hinge loss (6.5)-(6.6), which by Theorem 6 is the regularised
+  robust (ramp) hinge loss (6.7). Its dual (6.8)-(6.9) depends on ``eta`` through ``eta`` and
+  ``eta eta^T``; relaxing ``M = eta eta^T`` to ``M >= eta eta^T, diag(M) = eta`` gives (6.10), the
+  SDP of Theorem 7 solved by :func:`solve_robust_sdp`.
+* ROD (section 6.3) drops the constant ``1 - eta_i`` of the eta-hinge loss and asks that at least
+  ``rho n`` points stay, ``e^T eta >= rho n`` (6.11); points with small ``eta`` are the outliers.
+  The thesis prints its SDP without ``diag(M) = eta``; without it ``M`` can grow without bound and
+  the objective goes to zero, so the constraint of (6.10) is kept, as "the same steps" imply.
+* ramp minimises (6.7) by the concave-convex procedure of Collobert et al. (2006): at each step
+  the concave part of the robust hinge is replaced by its majoriser at the current classifier,
+  which by Proposition 6 is the eta-hinge loss with ``eta_i = 1[y_i f(x_i) >= 0]``; the step is then
+  a standard soft-margin SVM (libsvm) on the points with ``eta_i = 1``. The robust objective (6.7)
+  never increases and the iteration stops when ``eta`` repeats; it reaches a local minimum only,
+  but scales like libsvm.
+
+The thesis drops the offset ``b``. With ``fit_intercept=True`` the SDP methods append a constant
+feature, i.e. they use the kernel ``K + c`` with ``c`` the median of ``diag(K)`` (a regularised
+offset on the scale of the data, not swayed by far outliers); the ramp method uses libsvm's offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import cvxpy as cp
+import numpy as np
+from pydantic import Field
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.svm import SVC
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from algorithms.base import (
+    AlgorithmParams,
+    GammaParam,
+    KernelExpansionClassifier,
+    KernelParam,
+    MMCEstimatorMixin,
+    ProgressCallback,
+    as_float_matrix,
+    report,
+)
+from algorithms.kernels import pairwise_kernel, resolve_gamma
+
+Method = Literal["reh", "rod", "ramp"]
+SDP_CLARABEL_MAX_N = 80  # above this the interior-point KKT system (O(n^2) unknowns) is too big
+
+# ---------------------------------------------------------------------------------------------
+# Theorem 7 (REH) and section 6.3 (ROD): the semidefinite programs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RobustSDPSolution:
+    """Solution of the REH/ROD SDP: indicators, lifted matrix, dual weights and solver report."""
+
+    eta: np.ndarray  # (n,) relaxed outlier indicators, 1 = inlier
+    M: np.ndarray  # (n, n) relaxation of eta eta^T
+    lam: np.ndarray  # (n,) inner maximiser lambda of (6.9), in [0, 1]
+    objective: float  # SDP optimum: the relaxed value of (6.9) (REH) or of (6.11) (ROD)
+    status: str
+    solver: str
+
+
+def solve_robust_sdp(
+    K: np.ndarray,
+    y: np.ndarray,
+    beta: float,
+    *,
+    method: Literal["reh", "rod"] = "reh",
+    rho: float = 0.8,
+    solver: str = "auto",
+) -> RobustSDPSolution:
+    """Solve the SDP of Theorem 7 (``method="reh"``) or of section 6.3 (``method="rod"``).
+
+    ``min zeta`` over ``eta, M, mu >= 0, nu >= 0`` with ``[[M, eta], [eta^T, 1]] >= 0``,
+    ``diag(M) = eta``, ``eta <= 1`` and
+
+        [[G o M, eta + mu - nu], [(eta + mu - nu)^T, (2 / beta)(zeta - e^T nu + e^T eta)]] >= 0
+
+    (REH; ROD drops ``+ e^T eta`` and adds ``e^T eta >= rho n``). It is written with
+    ``s = (2 / beta)(zeta - ...)`` as the variable, so ``zeta = beta s / 2 + e^T nu - e^T eta``.
+
+    ``lambda`` is read from the dual of the Schur-complement constraint: at the optimum that
+    constraint's dual matrix is ``(beta / 2) [-lambda / beta; 1][-lambda / beta; 1]^T``, where
+    ``lambda = beta (G o M)^+ (eta + mu - nu)`` is the maximiser of the inner problem of (6.10),
+    so ``lambda = -2 q`` with ``q`` the last column of the dual matrix. Unlike the pseudo-inverse,
+    this is well defined when ``G o M`` is singular (linear kernels, dropped points).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    n = y.size
+    # Scaling K by 1/c and beta by 1/c leaves (6.8)-(6.10) unchanged and helps the solvers.
+    scale = float(np.max(np.abs(np.diag(K)))) or 1.0
+    G = (K / scale) * np.outer(y, y)
+    G = (G + G.T) / 2.0
+    beta_s = beta / scale
+
+    Z = cp.Variable((n + 1, n + 1), PSD=True)  # [[M, eta], [eta^T, 1]] >= 0  <=>  M >= eta eta^T
+    M, eta = Z[:n, :n], Z[:n, n]
+    mu = cp.Variable(n, nonneg=True)
+    nu = cp.Variable(n, nonneg=True)
+    s = cp.Variable()
+    v = cp.reshape(eta + mu - nu, (n, 1), order="F")
+    schur = cp.bmat([[cp.multiply(G, M), v], [v.T, cp.reshape(s, (1, 1), order="F")]])
+    schur_constraint = (schur + schur.T) / 2 >> 0
+    constraints = [Z[n, n] == 1, cp.diag(M) == eta, eta <= 1, schur_constraint]
+    if method == "reh":
+        zeta = beta_s / 2 * s + cp.sum(nu) - cp.sum(eta)
+        constant = float(n)  # (6.9) carries "+ n"
+    elif method == "rod":
+        zeta = beta_s / 2 * s + cp.sum(nu)
+        constraints.append(cp.sum(eta) >= rho * n)
+        constant = 0.0
+    else:
+        raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
+    problem = cp.Problem(cp.Minimize(zeta), constraints)
+    if solver == "auto":
+        name = "CLARABEL" if n <= SDP_CLARABEL_MAX_N else "SCS"
+    else:
+        name = solver.upper()
+    options: dict[str, Any] = {"eps": 1e-6, "max_iters": 20000} if name == "SCS" else {}
+    try:
+        problem.solve(solver=name, **options)
+    except cp.error.SolverError as exc:
+        raise RuntimeError(f"the {method.upper()} SDP solver {name} failed: {exc}") from None
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or eta.value is None:
+        raise RuntimeError(f"the {method.upper()} SDP ended with status {problem.status!r}")
+    dual = np.asarray(schur_constraint.dual_value)
+    lam = np.clip(-2.0 * dual[:n, n], 0.0, 1.0)
+    return RobustSDPSolution(
+        eta=np.clip(np.asarray(eta.value).ravel(), 0.0, 1.0),
+        M=np.asarray(M.value),
+        lam=lam,
+        objective=float(problem.value) + constant,
+        status=str(problem.status),
+        solver=name,
+    )
+
+
+def robust_hinge_objective(f: np.ndarray, y: np.ndarray, norm_w2: float, beta: float) -> float:
+    """Regularised robust hinge loss (6.7): ``beta/2 ||w||^2 + sum_i min(1, [1 - y_i f_i]_+)``."""
+    return 0.5 * beta * norm_w2 + float(np.minimum(1.0, np.maximum(0.0, 1.0 - y * f)).sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Concave-convex procedure on the robust hinge (ramp) loss: each step a libsvm SVM
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RampSolution:
+    svm: SVC
+    trained_on: np.ndarray  # indices of the points the final SVM was fit on
+    eta: np.ndarray
+    decision: np.ndarray
+    objective_history: list[float]
+    n_iter: int
+
+
+def _cccp_from(X, y, eta, *, C, kernel, gamma, max_iter, on_iteration):
+    history: list[float] = []
+    seen: set[bytes] = set()
+    svm, trained_on, f = None, np.arange(y.size), np.zeros(y.size)
+    for _ in range(max_iter):
+        keep = np.flatnonzero(eta)
+        if np.unique(y[keep]).size < 2:  # every point of one class ablated: keep the last SVM
+            break
+        candidate = SVC(C=C, kernel=kernel, gamma=gamma if kernel == "rbf" else "scale", tol=1e-4)
+        candidate.fit(X[keep], y[keep])
+        svm, trained_on = candidate, keep
+        f = svm.decision_function(X)
+        dual = svm.dual_coef_[0]
+        K_sv = pairwise_kernel(svm.support_vectors_, kernel=kernel, gamma=gamma)
+        objective = robust_hinge_objective(f, y, float(dual @ K_sv @ dual), 1.0 / C)
+        history.append(objective)
+        seen.add(eta.tobytes())
+        eta = y * f >= 0.0
+        if on_iteration is not None:
+            on_iteration(objective, int(np.count_nonzero(~eta)))
+        if eta.tobytes() in seen:
+            break
+    if svm is None:
+        return None
+    return RampSolution(svm, trained_on, eta.astype(np.float64), f, history, len(history))
+
+
+def class_centre_inliers(K_diag, K_rows, y, sample, keep_share):
+    """Initial guess of the inliers: per class, the ``keep_share`` of points nearest (in feature
+    space) to the class centre, estimated on ``sample``. Far points of the wrong class are the
+    high-leverage outliers that trap a CCCP started from the plain SVM."""
+    eta = np.ones(y.size, dtype=bool)
+    for label in (-1.0, 1.0):
+        members = np.flatnonzero(y == label)
+        centre = np.intersect1d(sample, members)
+        if centre.size == 0:
+            continue
+        cross = K_rows[:, np.searchsorted(sample, centre)]
+        inner = cross[centre].mean()
+        distance = K_diag[members] - 2.0 * cross[members].mean(axis=1) + inner
+        n_drop = int(np.floor((1.0 - keep_share) * members.size))
+        if n_drop > 0:
+            eta[members[np.argsort(distance)[members.size - n_drop:]]] = False
+    return eta
+
+
+def solve_ramp_cccp(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    C: float,
+    kernel: str,
+    gamma: float,
+    max_iter: int = 50,
+    keep_share: float = 0.8,
+    sample_size: int = 1000,
+    random_state: int = 0,
+    on_iteration=None,
+) -> RampSolution:
+    """Minimise (6.7) by CCCP from two starts; return the run with the lower (6.7).
+
+    Starts: the soft-margin SVM (all ``eta_i = 1``, Collobert et al.), and the guess of
+    :func:`class_centre_inliers` (``keep_share`` of each class). (6.7) is non-convex and a far
+    outlier can drag the plain SVM into a local minimum (thesis Figure 6.8); the second start is
+    cheap insurance, and the objective decides.
+
+    Step t: the libsvm SVM on the points with ``eta_i = 1`` minimises the eta-hinge objective
+    (6.5) for the current ``eta``; then ``eta_i = 1[y_i f(x_i) >= 0]`` minimises it for the new
+    classifier (Figure 6.2, Proposition 6). ``f_robust`` never increases:
+    ``f_robust(w_t+1) <= f_hinge(w_t+1, eta_t) <= f_hinge(w_t, eta_t) = f_robust(w_t)``.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    rng = np.random.RandomState(random_state)
+    sample = np.sort(rng.choice(y.size, size=min(sample_size, y.size), replace=False))
+    K_rows = pairwise_kernel(X, X[sample], kernel=kernel, gamma=gamma)
+    K_diag = np.ones(y.size) if kernel == "rbf" else np.einsum("ij,ij->i", X, X)
+    starts = [np.ones(y.size, dtype=bool),
+              class_centre_inliers(K_diag, K_rows, y, sample, keep_share)]
+    best, step = None, 0
+    for start in starts:
+        def report_step(objective, n_ablated):
+            nonlocal step
+            step += 1
+            if on_iteration is not None:
+                on_iteration(step, objective, n_ablated)
+
+        run = _cccp_from(X, y, start, C=C, kernel=kernel, gamma=gamma, max_iter=max_iter,
+                         on_iteration=report_step)
+        if run is None:
+            continue
+        if best is None or run.objective_history[-1] < best.objective_history[-1]:
+            best = run
+    if best is None:
+        raise ValueError("every start ablated a whole class; check the labels")
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# Section 6.5 synthetic data
+# ---------------------------------------------------------------------------------------------
+
+SECTION_6_5_MEAN = np.array([3.0, -3.0])
+SECTION_6_5_COVARIANCE = np.array([[20.0, 16.0], [16.0, 20.0]])
+
+
+def gaussians_with_ring_outliers(
+    rng: np.random.RandomState,
+    *,
+    radius: float,
+    n_per_class: int = 20,
+    n_outliers: int = 10,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training set of section 6.5: class +1 ~ N(mu, Sigma), class -1 ~ N(-mu, Sigma) and
+    ``n_outliers`` points uniform on the ring ``radius <= ||x|| <= radius + 1`` labeled at random.
+
+    Returns ``(X, y in {-1, +1}, is_outlier)``. As in the thesis' precision/recall evaluation, the
+    outliers are the training points the best linear classifier ``sign(x_1 - x_2)`` misclassifies
+    (both Gaussians share Sigma, whose eigenvector (1, -1) makes that the Bayes rule).
+    """
+    X_pos = rng.multivariate_normal(SECTION_6_5_MEAN, SECTION_6_5_COVARIANCE, n_per_class)
+    X_neg = rng.multivariate_normal(-SECTION_6_5_MEAN, SECTION_6_5_COVARIANCE, n_per_class)
+    angle = rng.uniform(0.0, 2.0 * np.pi, n_outliers)
+    r = np.sqrt(rng.uniform(radius**2, (radius + 1.0) ** 2, n_outliers))  # uniform in area
+    X_ring = np.column_stack((r * np.cos(angle), r * np.sin(angle)))
+    y_ring = rng.choice([-1.0, 1.0], n_outliers)
+    X = np.vstack((X_pos, X_neg, X_ring))
+    y = np.concatenate((np.ones(n_per_class), -np.ones(n_per_class), y_ring))
+    return X, y, y * bayes_decision(X) < 0
+
+
+def gaussian_test_set(rng: np.random.RandomState, n_per_class: int = 1000):
+    """Clean test points of section 6.5 (1,000 per class in the thesis)."""
+    X = np.vstack((rng.multivariate_normal(SECTION_6_5_MEAN, SECTION_6_5_COVARIANCE, n_per_class),
+                   rng.multivariate_normal(-SECTION_6_5_MEAN, SECTION_6_5_COVARIANCE, n_per_class)))
+    return X, np.concatenate((np.ones(n_per_class), -np.ones(n_per_class)))
+
+
+def bayes_decision(X: np.ndarray) -> np.ndarray:
+    """``Sigma^{-1} (mu - (-mu)) . x`` for the section 6.5 Gaussians; its sign is the Bayes rule."""
+    return X @ np.linalg.solve(SECTION_6_5_COVARIANCE, 2.0 * SECTION_6_5_MEAN)
+
+
+def outlier_f_measure(is_outlier: np.ndarray, detected: np.ndarray) -> tuple[float, float, float]:
+    """Precision, recall and F-measure of detected outliers against the true ones."""
+    truth, found = np.asarray(is_outlier, bool), np.asarray(detected, bool)
+    hits = int(np.count_nonzero(truth & found))
+    precision = hits / found.sum() if found.any() else (1.0 if not truth.any() else 0.0)
+    recall = hits / truth.sum() if truth.any() else 1.0
+    f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return float(precision), float(recall), float(f)
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimator
+# ---------------------------------------------------------------------------------------------
+
+
+class RobustSVMParams(AlgorithmParams):
+    """Parameters of :class:`RobustSVM` (defaults from section 6.5 of the seed)."""
+
+    method: Method = Field(
+        "reh",
+        description="'reh' SDP of Theorem 7, 'rod' SDP of section 6.3, 'ramp' CCCP (large n).",
+    )
+    kernel: KernelParam = "linear"
+    gamma: GammaParam = "scale"
+    C: float = Field(
+        1.0, gt=0, le=1e6,
+        description="Soft-margin weight, C = 1 / beta of (6.1); thesis grid beta = 1e-4..1e4.",
+    )
+    rho: float = Field(
+        0.8, gt=0, le=1,
+        description=(
+            "ROD: least share of inliers, e^T eta >= rho n (thesis: 0.8); ramp: share of each "
+            "class kept by the second CCCP start."
+        ),
+    )
+    fit_intercept: bool = Field(
+        True, description="Fit an offset (constant feature for the SDPs); the thesis drops it."
+    )
+    max_iter: int = Field(50, ge=1, le=1000, description="ramp: CCCP steps (SVM fits).")
+    solver: Literal["auto", "clarabel", "scs"] = Field(
+        "auto",
+        description=f"SDP solver: 'auto' is Clarabel up to {SDP_CLARABEL_MAX_N} points, else SCS.",
+    )
+
+
+class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Binary SVM that ablates outliers: REH and ROD semidefinite programs, or ramp-loss CCCP.
+
+    Parameters
+    ----------
+    method : {"reh", "rod", "ramp"}, default="reh"
+        ``"reh"``: the robust eta-hinge SDP of Theorem 7 (minimises the robust hinge loss (6.7) up
+        to the relaxation (6.10)); ``"rod"``: the outlier-detection SDP of section 6.3 with at
+        least ``rho n`` inliers; ``"ramp"``: CCCP on (6.7), each step a libsvm SVM, for large n.
+    kernel : {"linear", "rbf"}, default="linear"
+    gamma : float or {"auto", "scale"}, default="scale"
+        RBF width, ``exp(-gamma ||x - x'||^2)``; ``"auto"`` is ``1 / D^2`` with ``D`` the diagonal
+        of the data's bounding box.
+    C : float, default=1.0
+        ``C = 1 / beta``: (6.1) is ``beta/2 ||w||^2 + sum hinge``, i.e. scikit-learn's ``SVC(C)``.
+    rho : float, default=0.8
+        ROD: ``e^T eta >= rho n`` (6.11); 0.8 was best in the thesis' section 6.5. Ramp: the
+        share of each class, nearest its centre, that the second CCCP start keeps.
+    fit_intercept : bool, default=True
+        SDP methods: a regularised offset through the kernel ``K + median(diag K)``; ``False`` is
+        the thesis' offset-free classifier. The ramp method always fits libsvm's offset.
+    max_iter : int, default=50
+        Ramp only: CCCP steps.
+    solver : {"auto", "clarabel", "scs"}, default="auto"
+        cvxpy solver for the SDPs.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two label values; ``classes_[1]`` plays ``y = +1``.
+    eta_ : ndarray of shape (n_samples,)
+        Outlier indicators (1 = inlier, 0 = ablated): the relaxed SDP solution, or the final CCCP
+        indicators (ramp).
+    outlier_scores_ : ndarray of shape (n_samples,)
+        ``1 - eta_``: larger means more of an outlier.
+    outliers_ : ndarray of shape (n_outliers,)
+        Indices of the ablated training points after rounding ``eta`` at the returned
+        classifier (Proposition 6: ``eta_i = 1[y_i f(x_i) >= 0]``), i.e. the points it
+        misclassifies. The relaxed ``eta_`` alone ranks outliers less sharply than the thesis
+        reports (its Figure 6.10), see ``benchmarks/robust_svm.py``.
+    dual_coef_ : ndarray of shape (n_samples,)
+        ``lambda_i eta_i y_i / beta`` (Proposition 7): ``f(x) = sum_i dual_coef_i k(x, x_i) + b``.
+    objective_ : float
+        REH: SDP optimum of (6.9) relaxed, a lower bound on (6.7); ROD: relaxed optimum of
+        (6.11); ramp: (6.7) at the final classifier. All in the thesis' scaling (``beta = 1/C``).
+    primal_objective_ : float
+        (6.7) (REH, ramp) or (6.11) with ``eta_`` (ROD) at the returned classifier.
+    n_iter_ : int
+        CCCP steps (ramp) or 1 (SDP).
+    objective_history_ : list of float
+        Ramp: (6.7) after every step (non-increasing).
+    solver_ : str
+        "CLARABEL", "SCS" or "libsvm".
+    warnings_ : list of str
+        Solver reports worth knowing (inaccurate SDP solutions).
+    n_support_ : int
+
+    References
+    ----------
+    L. Xu. Convex Large Margin Training Techniques. PhD thesis, University of Waterloo, 2007.
+    Chapter 6: eta-hinge (6.5)-(6.6), Theorem 6, Proposition 7 (6.8), relaxation (6.10),
+    Theorem 7 (REH SDP), section 6.3 (ROD, (6.11)), section 6.4 (CCCP, Collobert et al. 2006).
+
+    See Also
+    --------
+    sklearn.svm.SVC : the soft-margin SVM (6.1) these methods make robust.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[-2.0, 0], [-1, 1], [-1, -1], [1, 1], [2, 0], [1, -1], [9, 9]])
+    >>> y = np.array(["a", "a", "a", "b", "b", "b", "a"])
+    >>> RobustSVM(method="ramp").fit(X, y).predict([[-3.0, 0.0], [3.0, 0.0]]).tolist()
+    ['a', 'b']
+    """
+
+    params_model = RobustSVMParams
+    _result_attributes = (
+        *MMCEstimatorMixin._result_attributes, "primal_objective_", "n_outliers_",
+    )
+
+    def __init__(
+        self,
+        method: str = "reh",
+        *,
+        kernel: str = "linear",
+        gamma: float | str = "scale",
+        C: float = 1.0,
+        rho: float = 0.8,
+        fit_intercept: bool = True,
+        max_iter: int = 50,
+        solver: str = "auto",
+    ):
+        self.method = method
+        self.kernel = kernel
+        self.gamma = gamma
+        self.C = C
+        self.rho = rho
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.solver = solver
+
+    # -- fitting ----------------------------------------------------------------------------------
+    def _signed_labels(self, y: Any, n_samples: int) -> np.ndarray:
+        if y is None:
+            raise ValueError("RobustSVM is supervised: y (one label per point) is required")
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n_samples:
+            raise ValueError(f"y must be 1-D with one label per point ({n_samples}), got {y.shape}")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinity")
+        kind = type_of_target(y)
+        if kind not in ("binary", "multiclass") or np.unique(y).size != 2:
+            found = np.unique(y).size if kind in ("binary", "multiclass") else kind
+            raise ValueError(f"y must hold exactly two classes (binary classifier), got {found}")
+        self.classes_, index = np.unique(y, return_inverse=True)
+        return np.where(index == 1, 1.0, -1.0)
+
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Train on ``X`` with labels ``y`` (two distinct values, any type)."""
+        self._validate_params()
+        X = as_float_matrix(X)
+        X = validate_data(self, X, reset=True)
+        signed = self._signed_labels(y, X.shape[0])
+        self.gamma_ = resolve_gamma(X, self.gamma) if self.kernel == "rbf" else 0.0
+        beta = 1.0 / self.C
+        self.warnings_: list[str] = []
+        if self.method == "ramp":
+            self._fit_ramp(X, signed, progress)
+        else:
+            self._fit_sdp(X, signed, beta, progress)
+        self.outlier_scores_ = 1.0 - self.eta_
+        # Rounding by Proposition 6: at the returned w the eta minimising the eta-hinge loss is
+        # eta_i = 1[y_i f(x_i) >= 0], so the ablated points are the misclassified ones.
+        self.outliers_ = np.flatnonzero(signed * self.classifier_.decision_function(X) < 0)
+        self.n_outliers_ = int(self.outliers_.size)
+        self.n_support_ = int(self.classifier_.n_support)
+        report(progress, self.n_iter_ + 1, self.objective_, f"{self.n_outliers_} points ablated")
+        return self
+
+    def _fit_sdp(self, X: np.ndarray, y: np.ndarray, beta: float, progress) -> None:
+        n = X.shape[0]
+        K = pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_)
+        offset = float(np.median(np.diag(K))) if self.fit_intercept else 0.0
+        report(progress, 0, None, f"solving the {self.method.upper()} SDP for {n} points")
+        solution = solve_robust_sdp(K + offset, y, beta, method=self.method, rho=self.rho,
+                                    solver=self.solver)
+        if solution.status != "optimal":
+            self.warnings_.append(f"{solution.solver} reported {solution.status}: the SDP solution "
+                                  "may be inaccurate")
+        # Proposition 7: w = sum_i lambda_i eta_i y_i phi(x_i) / beta.
+        coef = solution.lam * solution.eta * y / beta
+        f = (K + offset) @ coef
+        norm_w2 = float(coef @ (K + offset) @ coef)
+        if self.method == "reh":
+            primal = robust_hinge_objective(f, y, norm_w2, beta)
+        else:
+            primal = 0.5 * beta * norm_w2 + float(solution.eta @ np.maximum(0.0, 1.0 - y * f))
+        keep = np.flatnonzero(np.abs(coef) > 1e-10 * max(np.abs(coef).max(), 1e-300))
+        self.classifier_ = KernelExpansionClassifier(
+            X[keep], coef[keep, None], np.array([offset * coef.sum()]), np.array([0, 1]),
+            self.kernel, self.gamma_,
+        )
+        self.eta_ = solution.eta
+        self.dual_coef_ = coef
+        self.objective_ = solution.objective
+        self.primal_objective_ = primal
+        self.n_iter_ = 1
+        self.objective_history_ = [solution.objective]
+        self.solver_ = solution.solver
+        report(progress, 1, solution.objective, f"SDP {solution.status}")
+
+    def _fit_ramp(self, X: np.ndarray, y: np.ndarray, progress) -> None:
+        def on_iteration(step: int, objective: float, n_ablated: int):
+            report(progress, step, objective, f"CCCP step {step}: {n_ablated} points ablated")
+
+        solution = solve_ramp_cccp(X, y, C=self.C, kernel=self.kernel, gamma=self.gamma_,
+                                   max_iter=self.max_iter, keep_share=self.rho,
+                                   on_iteration=on_iteration)
+        svm = solution.svm
+        coef = np.zeros(X.shape[0])
+        coef[solution.trained_on[svm.support_]] = svm.dual_coef_[0]
+        self.classifier_ = KernelExpansionClassifier(
+            svm.support_vectors_, svm.dual_coef_[0][:, None], svm.intercept_[:1],
+            np.array([0, 1]), self.kernel, self.gamma_,
+        )
+        self.eta_ = solution.eta
+        self.dual_coef_ = coef
+        self.objective_ = solution.objective_history[-1]
+        self.primal_objective_ = self.objective_
+        self.objective_history_ = solution.objective_history
+        self.n_iter_ = solution.n_iter
+        self.solver_ = "libsvm"
+        if solution.n_iter == self.max_iter:
+            self.warnings_.append(f"CCCP stopped after max_iter={self.max_iter} steps")
+
+    # -- prediction -------------------------------------------------------------------------------
+    def decision_function(self, X) -> np.ndarray:
+        """``f(x)``; positive means ``classes_[1]``."""
+        check_is_fitted(self, "classifier_")
+        X = validate_data(self, as_float_matrix(X), reset=False)
+        return self.classifier_.decision_function(X)
+
+    def predict(self, X) -> np.ndarray:
+        return self.classes_[(self.decision_function(X) > 0).astype(np.int64)]
+
+    # -- portable model ---------------------------------------------------------------------------
+    def _export_state(self):
+        meta, arrays = self.classifier_.to_export(prefix="svm_")
+        state = {
+            "classes_": self.classes_.tolist(), "gamma_": self.gamma_, "svm": meta,
+            "objective_": self.objective_, "primal_objective_": self.primal_objective_,
+            "n_iter_": self.n_iter_, "solver_": self.solver_, "warnings_": list(self.warnings_),
+        }
+        arrays.update({"eta_": self.eta_, "dual_coef_": self.dual_coef_,
+                       "outliers_": self.outliers_})
+        return state, arrays
+
+    def _import_state(self, state, arrays):
+        self.classes_ = np.asarray(state["classes_"])
+        self.gamma_ = float(state["gamma_"])
+        self.classifier_ = KernelExpansionClassifier.from_export(state["svm"], arrays,
+                                                                 prefix="svm_")
+        self.objective_ = float(state["objective_"])
+        self.primal_objective_ = float(state["primal_objective_"])
+        self.n_iter_ = int(state["n_iter_"])
+        self.solver_ = state["solver_"]
+        self.warnings_ = list(state["warnings_"])
+        self.eta_ = np.asarray(arrays["eta_"], dtype=np.float64)
+        self.dual_coef_ = np.asarray(arrays["dual_coef_"], dtype=np.float64)
+        self.outlier_scores_ = 1.0 - self.eta_
+        self.outliers_ = np.asarray(arrays["outliers_"], dtype=np.int64)
+        self.n_outliers_ = int(self.outliers_.size)
+        self.n_support_ = int(self.classifier_.n_support)
+
+
+def recommended_max_n(method: str) -> int:
+    """Size limit: the SDPs have an (n+1) x (n+1) matrix variable (SCS above 80 points takes
+    minutes at n = 200, see benchmarks/robust_svm.py); ramp scales like libsvm."""
+    return 50_000 if method == "ramp" else 250
+
