@@ -384,6 +384,8 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
     ----------
     classes_ : ndarray of shape (2,)
         The two label values; ``classes_[1]`` plays ``y = +1``.
+    labels_ : ndarray of shape (n_samples,)
+        Predicted label of every training point (values from ``classes_``).
     eta_ : ndarray of shape (n_samples,)
         Outlier indicators (1 = inlier, 0 = ablated): the relaxed SDP solution, or the final CCCP
         indicators (ramp).
@@ -485,10 +487,12 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
             self._fit_ramp(X, signed, progress)
         else:
             self._fit_sdp(X, signed, beta, progress)
+        decision = self.classifier_.decision_function(X)
+        self.labels_ = self.classes_[(decision > 0).astype(np.int64)]
         self.outlier_scores_ = 1.0 - self.eta_
         # Rounding by Proposition 6: at the returned w the eta minimising the eta-hinge loss is
         # eta_i = 1[y_i f(x_i) >= 0], so the ablated points are the misclassified ones.
-        self.outliers_ = np.flatnonzero(signed * self.classifier_.decision_function(X) < 0)
+        self.outliers_ = np.flatnonzero(signed * decision < 0)
         self.n_outliers_ = int(self.outliers_.size)
         self.n_support_ = int(self.classifier_.n_support)
         report(progress, self.n_iter_ + 1, self.objective_, f"{self.n_outliers_} points ablated")
@@ -569,7 +573,8 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
             "n_iter_": self.n_iter_, "solver_": self.solver_, "warnings_": list(self.warnings_),
         }
         arrays.update({"eta_": self.eta_, "dual_coef_": self.dual_coef_,
-                       "outliers_": self.outliers_})
+                       "outliers_": self.outliers_,
+                       "label_index_": (self.labels_ == self.classes_[1]).astype(np.int64)})
         return state, arrays
 
     def _import_state(self, state, arrays):
@@ -586,6 +591,7 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.dual_coef_ = np.asarray(arrays["dual_coef_"], dtype=np.float64)
         self.outlier_scores_ = 1.0 - self.eta_
         self.outliers_ = np.asarray(arrays["outliers_"], dtype=np.int64)
+        self.labels_ = self.classes_[np.asarray(arrays["label_index_"], dtype=np.int64)]
         self.n_outliers_ = int(self.outliers_.size)
         self.n_support_ = int(self.classifier_.n_support)
 

@@ -1,0 +1,149 @@
+"""RobustSVM (thesis chapter 6): REH and ROD SDPs and ramp CCCP against scikit-learn's SVM.
+
+The section 6.5 experiment is run at half the thesis' training size (10 points per class plus 5
+ring outliers, the same 10 % share) so that the 30 SDPs of this module take about 1 s each.
+The robust SDPs use the thesis' offset-free classifier (fit_intercept=False).
+"""
+
+import numpy as np
+import pytest
+from sklearn.svm import SVC
+
+from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
+from algorithms.robust_svm import (
+    RobustSVM,
+    gaussian_test_set,
+    gaussians_with_ring_outliers,
+    outlier_f_measure,
+)
+
+C = 0.1  # beta = 10, inside the thesis' grid 1e-4..1e4 and the best C of the SVM on these draws
+REPETITIONS = 10
+
+
+def _draw(seed, radius, n_outliers):
+    rng = np.random.RandomState(seed)
+    X, y, is_outlier = gaussians_with_ring_outliers(rng, radius=radius, n_per_class=10,
+                                                    n_outliers=n_outliers)
+    X_test, y_test = gaussian_test_set(rng, n_per_class=1000)
+    return X, y, is_outlier, X_test, y_test
+
+
+@pytest.fixture(scope="module")
+def ring_55():
+    """10 draws at R = 55: test errors of SVC, REH, ROD, ramp and ROD's outlier F-measure."""
+    errors = {"svm": [], "reh": [], "rod": [], "ramp": []}
+    f_measures = []
+    for seed in range(REPETITIONS):
+        X, y, is_outlier, X_test, y_test = _draw(1000 + seed, 55.0, 5)
+        svm = SVC(kernel="linear", C=C).fit(X, y)
+        errors["svm"].append(np.mean(svm.predict(X_test) != y_test))
+        for method in ("reh", "rod", "ramp"):
+            model = RobustSVM(method, C=C, fit_intercept=False).fit(X, y)
+            errors[method].append(np.mean(model.predict(X_test) != y_test))
+            if method == "rod":
+                detected = np.isin(np.arange(y.size), model.outliers_)
+                f_measures.append(outlier_f_measure(is_outlier, detected)[2])
+    return {key: float(np.mean(value)) for key, value in errors.items()}, float(np.mean(f_measures))
+
+
+def test_reh_and_rod_beat_the_soft_margin_svm_at_ring_radius_55(ring_55):
+    errors, _ = ring_55
+    # Thesis Figure 6.7: the robust methods stay near the noise-free error (Bayes 2.2 %) while
+    # the SVM degrades with R; the issue accepts below the SVM and below 6 %. Measured: SVM
+    # 32.6 %, REH 2.7 %, ROD 2.3 %.
+    for method in ("reh", "rod"):
+        assert errors[method] < errors["svm"], errors
+        assert errors[method] < 0.06, errors
+
+
+def test_rod_detects_the_ring_outliers_with_f_measure_075(ring_55):
+    _, f_measure = ring_55
+    # Thesis Figure 6.10: F about 0.85 (0.75 when rho is too large). Truth: training points the
+    # Bayes rule misclassifies. Measured 0.91.
+    assert f_measure >= 0.75
+
+
+def test_ramp_cccp_beats_the_soft_margin_svm_at_ring_radius_55(ring_55):
+    errors, _ = ring_55
+    assert errors["ramp"] < errors["svm"], errors  # measured 8.1 % vs 32.6 %
+
+
+def test_robust_methods_match_the_svm_on_clean_data():
+    """No outliers: the robust methods lose at most 1 point against the SVM (issue acceptance).
+
+    Measured: SVM 4.0 %, REH 3.0 %, ROD 3.4 %, ramp 3.8 %; REH is 1.05 points *better* (the
+    offset-free classifier suits these origin-symmetric draws), so the check is one-sided.
+    """
+    errors = {"svm": [], "reh": [], "rod": [], "ramp": []}
+    for seed in range(5):
+        X, y, _, X_test, y_test = _draw(2000 + seed, 55.0, 0)
+        svm = SVC(kernel="linear", C=C).fit(X, y)
+        errors["svm"].append(np.mean(svm.predict(X_test) != y_test))
+        for method in ("reh", "rod", "ramp"):
+            model = RobustSVM(method, C=C, fit_intercept=False).fit(X, y)
+            errors[method].append(np.mean(model.predict(X_test) != y_test))
+    means = {key: float(np.mean(value)) for key, value in errors.items()}
+    for method in ("reh", "rod", "ramp"):
+        assert means[method] <= means["svm"] + 0.01, means
+
+
+def test_ramp_objective_never_increases_and_rounds_eta_to_zero_or_one():
+    X, y, *_ = _draw(7, 35.0, 5)
+    model = RobustSVM("ramp", C=1.0).fit(X, y)
+    history = np.array(model.objective_history_)
+    assert np.all(np.diff(history) <= 1e-9 * np.abs(history[:-1]).max())
+    assert set(np.unique(model.eta_)) <= {0.0, 1.0}
+    assert model.solver_ == "libsvm" and model.n_iter_ >= 1
+
+
+def test_sdp_reports_lambda_in_the_box_and_a_relaxation_bound_below_its_primal():
+    X, y, *_ = _draw(3, 35.0, 5)
+    model = RobustSVM("reh", C=C, fit_intercept=False).fit(X, y)
+    # (6.10) relaxes (6.9): its optimum is a lower bound on (6.7) at any classifier.
+    assert model.objective_ <= model.primal_objective_ + 1e-3 * abs(model.primal_objective_)
+    assert np.all((model.eta_ >= 0) & (model.eta_ <= 1))
+    assert model.solver_ == "CLARABEL"
+    assert isinstance(model.warnings_, list)
+
+
+def test_any_two_label_values_and_rbf_kernel_with_offset():
+    X, y, *_ = _draw(5, 15.0, 5)
+    labels = np.where(y > 0, "spam", "ham")
+    model = RobustSVM("rod", kernel="rbf", gamma="scale", C=1.0).fit(X, labels)
+    assert model.classes_.tolist() == ["ham", "spam"]
+    assert set(model.predict(X)) <= {"ham", "spam"}
+    assert np.mean(model.labels_ == labels) >= 0.8
+    decision = model.decision_function(X)
+    assert np.array_equal(model.predict(X), np.where(decision > 0, "spam", "ham"))
+
+
+def test_portable_model_round_trip_predicts_the_same():
+    X, y, *_ = _draw(9, 35.0, 5)
+    labels = np.where(y > 0, 7, 3)
+    model = RobustSVM("ramp", C=1.0).fit(X, labels)
+    meta, arrays = model.to_model()
+    restored = RobustSVM.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
+    assert np.array_equal(restored.predict(X), model.predict(X))
+    assert np.allclose(restored.decision_function(X), model.decision_function(X))
+    assert restored.outliers_.tolist() == model.outliers_.tolist()
+    assert restored.result_extras()["n_outliers"] == model.n_outliers_
+
+
+@pytest.mark.parametrize(
+    ("y", "message"),
+    [(None, "required"), (np.zeros(6), "two classes"), (np.arange(6), "two classes"),
+     (np.ones(5), "one label per point")],
+)
+def test_labels_must_be_given_with_exactly_two_classes(y, message):
+    X = np.arange(12.0).reshape(6, 2)
+    with pytest.raises(ValueError, match=message):
+        RobustSVM("ramp").fit(X, y)
+
+
+def test_invalid_parameters_name_the_field():
+    X, y = np.arange(12.0).reshape(6, 2), np.array([0, 0, 0, 1, 1, 1])
+    with pytest.raises(ValueError, match="rho"):
+        RobustSVM("rod", rho=1.5).fit(X, y)
+    with pytest.raises(ValueError, match="method"):
+        RobustSVM("svm").fit(X, y)
