@@ -18,6 +18,8 @@ from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
 from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams
 from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
+from algorithms.sdp_mmc import SDPMMC, SDPMMCParams
+from algorithms.sdp_mmc import recommended_max_n as sdp_mmc_max_n
 from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
 InputKind = Literal["vectors", "sequences"]
@@ -144,6 +146,24 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=1800,
         # Dense n x n Laplacians; kernel learning re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 3_000,
+    ),
+    AlgorithmSpec(
+        name="sdp_mmc",
+        estimator=SDPMMC,
+        params_model=SDPMMCParams,
+        summary=(
+            "SDP maximum margin clustering (Xu thesis ch. 3-4): two-class SDP (3.5), multi-class "
+            "SDP (4.8), semi-supervised with partial labels (-1 = unknown)."
+        ),
+        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm",
+        labels="optional",
+        queue="slow",
+        max_n=sdp_mmc_max_n(2),
+        timeout_seconds=1800,
+        retry_safe=True,
+        # O(n^2) SDP variables, cvxpy/SCS: limits measured in benchmarks/sdp_mmc.py.
+        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters),
+        notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(
         name="m3n",
