@@ -435,8 +435,13 @@ def alternate_m3n(
             on_iteration(n_iter, solution.objective, changed)
         if changed == 0:
             break
-        labels = new_labels
-        solution = solve_m3n(batch, labels, n_states, n_symbols, beta=beta, tol=tol)
+        candidate = solve_m3n(batch, new_labels, n_states, n_symbols, beta=beta, tol=tol)
+        # Viterbi relabeling under the balance constraint is not an exact minimiser of the
+        # loss, so the descent can cycle: stop once the margin loss no longer decreases. The
+        # first relabeling is always taken, since the EM labels need not meet (5.25).
+        if n_iter > 1 and candidate.objective >= solution.objective - tol:
+            break
+        labels, solution = new_labels, candidate
     return AlternatingRun(labels, solution, n_iter, history)
 
 
