@@ -38,7 +38,8 @@ class PreparedInput:
     sequences: list[list[int]] | None = None
 
 
-def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int) -> None:
+def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int, unit: str = "points") -> None:
+    """``max_n`` counts points for vector input and total positions for sequence input."""
     limit = spec.max_n_for(params)
     if n <= limit:
         return
@@ -49,7 +50,7 @@ def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int) -> None:
             break
     raise field_error(
         422, "body.data",
-        f"{n} points exceed max_n={limit} for {spec.name} with these parameters{hint}",
+        f"{n} {unit} exceed max_n={limit} for {spec.name} with these parameters{hint}",
         "too_many_points",
     )
 
@@ -86,7 +87,7 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
             if min(seq) < 0:
                 raise field_error(422, f"body.data.sequences.{i}", "holds negative symbols")
         n = len(data.sequences)
-        _size_limit(spec, params, n)
+        _size_limit(spec, params, sum(len(seq) for seq in data.sequences), unit="positions")
         y = _labels(spec, data.y, n)
         return PreparedInput(n, None, sequences=data.sequences, y=y)
 
