@@ -36,6 +36,7 @@ anything else -> :class:`~algorithms.base.SDPSolverError` with the solver's stat
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import numpy as np
@@ -94,8 +95,11 @@ def unit_trace_scale(K: np.ndarray) -> float:
     return scale
 
 
-def _solve(problem, solver: str, tol: float, max_iter: int, what: str) -> list[str]:
-    """Solve a cvxpy problem and turn its status into warnings or an :class:`SDPSolverError`."""
+def _solve(problem, solver: str, tol: float, max_iter: int, what: str) -> tuple[list[str], int]:
+    """Solve a cvxpy problem; its status becomes warnings or an :class:`SDPSolverError`.
+
+    Returns ``(warnings, solver iterations)``.
+    """
     import cvxpy as cp
 
     options: dict[str, Any]
@@ -104,10 +108,13 @@ def _solve(problem, solver: str, tol: float, max_iter: int, what: str) -> list[s
     else:
         options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
     try:
-        problem.solve(solver=solver, **options)
+        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
     except cp.error.SolverError as exc:
         raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
-    return check_solver_status(problem.status, solver=solver, what=what)
+    notes = check_solver_status(problem.status, solver=solver, what=what)
+    return notes, int(problem.solver_stats.num_iters or 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,12 +131,13 @@ def solve_two_class_sdp(
     solver: SolverName = "SCS",
     tol: float = 1e-3,
     max_iter: int = 20000,
-) -> tuple[np.ndarray, float, list[str]]:
+) -> tuple[np.ndarray, float, list[str], int]:
     """SDP (3.5): ``min zeta`` s.t. ``diag(M) = e``, ``M >= 0``, ``|M e| <= limit``,
     ``mu, nu >= 0``, ``[[M o K, e + mu - nu], [., 2/beta (zeta - nu^T e)]] >= 0``.
 
     ``y_partial`` (``+1``/``-1`` known, ``0`` unknown) adds S1 and S2 of section 3.5.
-    Returns ``(M, omega, warnings)`` where ``omega`` is the relaxed inverse squared margin.
+    Returns ``(M, omega, warnings, solver iterations)``; ``omega`` is the relaxed inverse
+    squared margin.
     """
     import cvxpy as cp
 
@@ -158,10 +166,10 @@ def solve_two_class_sdp(
                     cp.sum(M[known, :][:, unknown], axis=0) >= 2.0 - known.size
                 )
     problem = cp.Problem(cp.Minimize(zeta), constraints)
-    warnings = _solve(problem, solver, tol, max_iter, f"the two-class MMC SDP (3.5), n={n}")
+    notes, n_iter = _solve(problem, solver, tol, max_iter, f"the two-class MMC SDP (3.5), n={n}")
     if M.value is None:
         raise SDPSolverError(f"{solver} returned no solution for the two-class SDP (3.5)")
-    return np.asarray(M.value), float(problem.value), warnings
+    return np.asarray(M.value), float(problem.value), notes, n_iter
 
 
 def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
@@ -191,7 +199,7 @@ def solve_multiclass_sdp(
     solver: SolverName = "SCS",
     tol: float = 1e-3,
     max_iter: int = 20000,
-) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
+) -> tuple[np.ndarray, np.ndarray, float, list[str], int]:
     """SDP (4.8) in the scaled variables ``q = beta p``, ``V' = beta V``, ``a = beta alpha``:
 
     ``min zeta'`` s.t. ``sum_r ||L^{-1} q_r||^2 <= 2 zeta' + <K, M> + 2 a^T e`` with
@@ -201,7 +209,7 @@ def solve_multiclass_sdp(
     ``[[I (x) K, p], [p^T, s]] >= 0`` is ``s >= p^T (I (x) K)^{-1} p`` by the Schur complement.
     ``K`` gets ``ridge * trace(K)/n`` on its diagonal so ``L`` exists (footnote 2 of chapter 4).
     ``labels`` (``-1`` unknown, else ``0..k-1``) add ``M_ij = delta``, ``D_ir = delta`` (4.3).
-    Returns ``(M, D, omega, warnings)``.
+    Returns ``(M, D, omega, warnings, solver iterations)``.
     """
     import cvxpy as cp
 
@@ -229,20 +237,29 @@ def solve_multiclass_sdp(
             Y = (labels[known][:, None] == np.arange(k)[None, :]).astype(np.float64)
             constraints += [D[known, :] == Y, M[known, :][:, known] == Y @ Y.T]
     problem = cp.Problem(cp.Minimize(zeta), constraints)
-    warnings = _solve(problem, solver, tol, max_iter,
+    notes, n_iter = _solve(problem, solver, tol, max_iter,
                       f"the multi-class MMC SDP (4.8), n={n}, k={k}")
     if M.value is None or D.value is None:
         raise SDPSolverError(f"{solver} returned no solution for the multi-class SDP (4.8)")
-    return np.asarray(M.value), np.asarray(D.value), float(problem.value) / beta, warnings
+    return np.asarray(M.value), np.asarray(D.value), float(problem.value) / beta, notes, n_iter
 
 
 def labels_from_assignment(D: np.ndarray, M: np.ndarray, labels: np.ndarray | None,
                            n_clusters: int, random_state) -> np.ndarray:
-    """Multi-class labels: ``argmax_r D_ir`` when partial labels broke the class symmetry,
-    otherwise k-means on the rank-k factor of ``M`` (``D`` is uniform by symmetry then)."""
-    if labels is not None and np.any(labels >= 0):
-        return np.argmax(D, axis=1).astype(np.int64)
-    return labels_from_label_matrix(M, n_clusters, random_state)
+    """Multi-class labels from the relaxed ``(M, D)`` of (4.8).
+
+    Unsupervised, the problem is symmetric in the class columns and ``D`` is uniform, so labels
+    are k-means clusters of the rank-k factor of ``M``. With partial labels a point joins the class
+    ``r`` maximising ``D_ir + mean_{j labeled r} M_ij``: its relaxed assignment plus its average
+    equivalence with the points known to be in ``r`` (``D`` alone stays near uniform away from
+    the labeled points).
+    """
+    if labels is None or not np.any(labels >= 0):
+        return labels_from_label_matrix(M, n_clusters, random_state)
+    known = np.flatnonzero(labels >= 0)
+    Y = (labels[known][:, None] == np.arange(n_clusters)[None, :]).astype(np.float64)
+    affinity = (M[:, known] @ Y) / np.maximum(Y.sum(axis=0), 1.0)[None, :]
+    return np.argmax(D + affinity, axis=1).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,6 +350,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Solver reports worth knowing (inaccurate solutions), returned with job results.
     classifier_ : KernelExpansionClassifier
         Out-of-sample SVM on the recovered labels (section 3.4).
+    n_iter_ : int
+        Solver iterations of the SDP.
     n_support_ : int
 
     References
@@ -420,7 +439,6 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self._fit_multiclass(K_raw, labels, progress)
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
-        self.n_iter_ = 1
         self.classifier_ = KernelExpansionClassifier.fit(
             X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=1.0 / self.beta, K=K_raw
         )
@@ -436,11 +454,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         signs = None
         if labels is not None:
             signs = np.where(labels < 0, 0.0, np.where(labels == 1, 1.0, -1.0))
-        M, omega, warnings = solve_two_class_sdp(
+        M, omega, notes, self.n_iter_ = solve_two_class_sdp(
             K, beta=self.beta, limit=limit, y_partial=signs, solver=self.solver, tol=self.tol,
             max_iter=self.max_iter,
         )
-        self.warnings_ += warnings
+        self.warnings_ += notes
         self.label_matrix_, self.objective_ = M, omega
         report(progress, 2, omega, f"rounding the label matrix ({self.rounding})")
         scores = psd_factor(M, rank=1)[:, 0]
@@ -472,14 +490,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _fit_multiclass(self, K_raw: np.ndarray, labels, progress) -> None:
         K = center_kernel(K_raw)
         K = K / unit_trace_scale(K)
-        M, D, omega, warnings = solve_multiclass_sdp(
+        M, D, omega, notes, self.n_iter_ = solve_multiclass_sdp(
             K, self.n_clusters, beta=self.beta, balance=self.class_balance, labels=labels,
             solver=self.solver, tol=self.tol, max_iter=self.max_iter,
         )
-        self.warnings_ += warnings
+        self.warnings_ += notes
         self.label_matrix_, self.assignment_, self.objective_ = M, D, omega
         report(progress, 2, omega, "rounding: k-means on the factor of M" if labels is None
-               else "rounding: argmax of D")
+               else "rounding: argmax of D plus affinity to the labeled points")
         found = labels_from_assignment(D, M, labels, self.n_clusters, self.random_state)
         if labels is not None:
             known = labels >= 0

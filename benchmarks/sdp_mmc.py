@@ -1,0 +1,171 @@
+"""SDP maximum margin clustering (Xu thesis ch. 3-4): errors beside the thesis, seconds against n.
+
+Run: ``python -m benchmarks.sdp_mmc [--quick] [--sizes 50 100 200 400]``. Prints Markdown tables:
+
+* Table 3.1-like two-class errors on the synthetic sets (Gaussians, Circles, Joined Circles and an
+  "AI"-like letters set) and digit pairs with 50 points per class (the iterSVR paper's Table 3);
+* Table 4.1-like multi-class errors on digits {0,6,8,9} with 20 and 39 points per class;
+* Table 3.2-like semi-supervised digits 1-7 (1/10 labeled, linear kernel);
+* seconds per fit against n (two-class on two Gaussians; multi-class k = 4 on digits), with
+  SCS iteration counts, which is where ``max_n`` in the registry comes from.
+
+The thesis's synthetic sets are only shown as figures (Figure 3.2), so they are generated here;
+digits come from ``sklearn.datasets.load_digits`` with a fixed random subsample per class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from sklearn.datasets import load_digits
+
+from algorithms.base import clustering_error
+from algorithms.sdp_mmc import SDPMMC
+from benchmarks.gmmc import two_circles, two_gaussians
+
+# Thesis Table 3.1 / 4.1 / 3.2 (error %), and the iterSVR paper's Table 1 "MMC" column for pairs.
+THESIS = {
+    "Gaussians": 1.2, "Circles": 0.0, "AI": 0.0, "Joined Circles": 1.0,
+    "digits 3-8": 10.0, "digits 2-7": 1.25, "digits 8-9": 3.75, "digits 1-7": 31.25,
+    "digits 0689, 20/class": 11.6, "digits 0689, 39/class": 7.5, "semi digits 1-7": 3.3,
+}
+
+
+def joined_circles(n_per: int = 50, gap: float = 0.4, seed: int = 0):
+    """Two unit rings of ``n_per`` evenly spaced points, side by side with ``gap`` between them at
+    the closest point, Gaussian noise 0.02. A gap below the ring's own point spacing (0.126 for
+    50 points) makes a top/bottom split the larger margin, so max margin rightly cuts the rings."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 2.0 * np.pi, n_per, endpoint=False)
+    ring = np.c_[np.cos(t), np.sin(t)]
+    shift = np.array([2.0 + gap, 0.0])
+    X = np.r_[ring, ring + shift] + 0.02 * rng.standard_normal((2 * n_per, 2))
+    return X, np.r_[np.zeros(n_per), np.ones(n_per)].astype(np.int64)
+
+
+def ai_letters(n_per: int = 40, seed: int = 0):
+    """An "AI"-like set (Figure 3.2): points on the strokes of a capital A and a capital I."""
+    rng = np.random.default_rng(seed)
+    a_strokes = [((0.0, 0.0), (1.0, 3.0)), ((1.0, 3.0), (2.0, 0.0)), ((0.5, 1.4), (1.5, 1.4))]
+    i_strokes = [((3.5, 0.0), (3.5, 3.0))]
+
+    def sample(strokes, n):
+        lengths = np.array([np.hypot(b[0] - a[0], b[1] - a[1]) for a, b in strokes])
+        which = rng.choice(len(strokes), size=n, p=lengths / lengths.sum())
+        s = rng.uniform(0.0, 1.0, n)
+        starts = np.array([strokes[w][0] for w in which])
+        ends = np.array([strokes[w][1] for w in which])
+        return starts + s[:, None] * (ends - starts) + 0.05 * rng.standard_normal((n, 2))
+
+    X = np.r_[sample(a_strokes, n_per), sample(i_strokes, n_per)]
+    return X, np.r_[np.zeros(n_per), np.ones(n_per)].astype(np.int64)
+
+
+def digits_subset(classes, per_class: int, seed: int = 0):
+    """``per_class`` random digits of each class (``RandomState(seed)``), labels = the digits."""
+    X_all, y_all = load_digits(return_X_y=True)
+    rng = np.random.RandomState(seed)
+    index = np.concatenate(
+        [rng.choice(np.flatnonzero(y_all == c), per_class, replace=False) for c in classes]
+    )
+    return X_all[index], y_all[index]
+
+
+def semi_supervised_digits(pair, per_class: int, labeled_share: float = 0.1, seed: int = 0):
+    """Thesis section 3.7: ``per_class`` digits of each of ``pair``, a random ``labeled_share``
+    labeled (both classes present). Returns ``(X, y in {0, 1}, partial with -1 = unknown)``."""
+    X, digits = digits_subset(pair, per_class, seed)
+    y = (digits == pair[1]).astype(np.int64)
+    rng = np.random.RandomState(seed)
+    n_labeled = max(2, round(labeled_share * y.size))
+    while True:
+        known = rng.choice(y.size, n_labeled, replace=False)
+        if np.unique(y[known]).size == 2:
+            break
+    partial = -np.ones_like(y)
+    partial[known] = y[known]
+    return X, y, partial
+
+
+def _fit(X, y=None, **params):
+    start = time.perf_counter()
+    model = SDPMMC(random_state=0, **params).fit(X, y)
+    return model, time.perf_counter() - start
+
+
+def two_class_table():
+    rows = [
+        ("Gaussians", *two_gaussians(seed=2), {}),
+        ("Circles", *two_circles(), {"gamma": 16.0}),
+        ("AI", *ai_letters(), {"gamma": 4.0}),
+        ("Joined Circles", *joined_circles(), {"gamma": 32.0}),
+    ]
+    for pair in [(3, 8), (2, 7), (8, 9), (1, 7)]:
+        X, y = digits_subset(pair, 50, seed=0)
+        rows.append((f"digits {pair[0]}-{pair[1]}", X, y, {}))
+    print("| data (two-class) | n | thesis / MMC % | ours % | seconds |")
+    print("|---|---|---|---|---|")
+    for name, X, y, params in rows:
+        model, seconds = _fit(X, **params)
+        error = 100 * clustering_error(y, model.labels_)
+        print(f"| {name} | {len(y)} | {THESIS[name]} | {error:.1f} | {seconds:.1f} |", flush=True)
+
+
+def multiclass_table(quick: bool):
+    print("\n| data (multi-class) | n | thesis % | ours % | seconds |")
+    print("|---|---|---|---|---|")
+    for per in (20,) if quick else (20, 39):
+        X, y = digits_subset((0, 6, 8, 9), per, seed=0)
+        model, seconds = _fit(X, n_clusters=4)
+        error = 100 * clustering_error(y, model.labels_)
+        name = f"digits 0689, {per}/class"
+        print(f"| {name} | {len(y)} | {THESIS[name]} | {error:.1f} | {seconds:.1f} |", flush=True)
+
+
+def semi_supervised_table():
+    print("\n| data (semi-supervised, 1/10 labeled) | n | thesis % | ours % | seconds |")
+    print("|---|---|---|---|---|")
+    X, y, partial = semi_supervised_digits((1, 7), 50, 0.1, seed=0)
+    model, seconds = _fit(X, partial, kernel="linear")
+    unknown = partial < 0
+    error = 100 * np.mean(model.labels_[unknown] != y[unknown])
+    print(f"| digits 1-7 | {len(y)} | {THESIS['semi digits 1-7']} | {error:.1f} | {seconds:.1f} |")
+
+
+def timing(sizes, k_sizes):
+    print("\n| problem | n | seconds | SCS iterations | error % |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        X, y = two_gaussians(n=n, seed=2)
+        model, seconds = _fit(X)
+        print(f"| two-class, two Gaussians | {n} | {seconds:.1f} | {_iterations(model)} | "
+              f"{100 * clustering_error(y, model.labels_):.1f} |", flush=True)
+    for n in k_sizes:
+        X, y = digits_subset((0, 6, 8, 9), n // 4, seed=0)
+        model, seconds = _fit(X, n_clusters=4)
+        print(f"| k = 4, digits 0689 | {n} | {seconds:.1f} | {_iterations(model)} | "
+              f"{100 * clustering_error(y, model.labels_):.1f} |", flush=True)
+
+
+def _iterations(model) -> str:
+    return str(model.n_iter_)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="skip the 39-per-class run")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[50, 100, 200, 400])
+    parser.add_argument("--k-sizes", type=int, nargs="*", default=[80, 156, 200])
+    parser.add_argument("--only-timing", action="store_true")
+    args = parser.parse_args()
+    if not args.only_timing:
+        two_class_table()
+        multiclass_table(args.quick)
+        semi_supervised_table()
+    timing(args.sizes, args.k_sizes)
+
+
+if __name__ == "__main__":
+    main()
