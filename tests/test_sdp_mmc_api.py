@@ -1,0 +1,68 @@
+"""SDP MMC end to end: slow queue, predict, partial labels; a failed solve fails the job; 422."""
+
+import httpx
+import numpy as np
+
+from algorithms.base import clustering_error
+from benchmarks.gmmc import two_gaussians
+from benchmarks.sdp_mmc import semi_supervised_digits
+from tests.helpers import submit_job, wait_for_job
+
+
+def _result(service_url, job_id):
+    response = httpx.get(f"{service_url}/v1/jobs/{job_id}/result", timeout=30.0)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_sdp_mmc_job_runs_on_the_slow_queue_and_its_model_predicts(service_url):
+    X, y = two_gaussians(seed=2)
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {"random_state": 0}},
+               "data": {"X": X.tolist()}}
+    job = submit_job(service_url, payload)
+    assert job["queue"] == "slow"
+    final = wait_for_job(service_url, job["id"], timeout=240)
+    assert final["status"] == "succeeded", final["error"]
+    assert final["progress"]["step"] >= 1  # the worker forwarded the estimator's events
+    result = _result(service_url, job["id"])
+    # Thesis Table 3.1 "Gaussians" 1.2 %; issue bound 2.5 % (2 of 80 points).
+    assert clustering_error(y, result["labels"]) <= 0.025 + 1e-9
+    assert result["extras"]["warnings"] == [] and result["warnings"] == []
+    assert result["extras"]["n_iter"] > 0
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X[:20].tolist()}, timeout=30.0)
+    assert predicted.status_code == 200, predicted.text
+    assert np.mean(np.array(predicted.json()["labels"]) == np.array(result["labels"][:20])) >= 0.9
+
+
+def test_sdp_mmc_semi_supervised_job_takes_partial_labels_in_data_y(service_url):
+    X, y, partial = semi_supervised_digits((1, 7), 50, labeled_share=0.1, seed=0)
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {"kernel": "linear"}},
+               "data": {"X": X.tolist(), "y": partial.tolist()}}
+    final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
+    assert final["status"] == "succeeded", final["error"]
+    labels = np.array(_result(service_url, final["id"])["labels"])
+    unknown = partial < 0
+    assert np.array_equal(labels[~unknown], partial[~unknown])
+    assert np.mean(labels[unknown] != y[unknown]) <= 0.043 + 1e-9  # thesis Table 3.2: 3.3 %
+
+
+def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url):
+    # All points labeled class 0: S1 forces M = ee^T, which breaks the class balance bound.
+    X, _ = two_gaussians(n=30, seed=2)
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {}},
+               "data": {"X": X.tolist(), "y": [0] * 30}}
+    final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
+    assert final["status"] == "failed"
+    assert final["error"]["type"] == "SDPSolverError"
+    assert "infeasible" in final["error"]["message"] and "SCS" in final["error"]["message"]
+
+
+def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
+    for params, n in (({}, 301), ({"n_clusters": 4}, 201)):
+        rng = np.random.default_rng(0)
+        payload = {"algorithm": {"name": "sdp_mmc", "params": params},
+                   "data": {"X": rng.standard_normal((n, 2)).round(3).tolist()}}
+        response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
+        assert response.status_code == 422, response.text
+        assert "itersvr" in response.text and "cpm3c" in response.text
