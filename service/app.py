@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from fastapi import FastAPI
 from redis import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from algorithms.registry import REGISTRY
+from service.deps import hashed_keys
 from service.jobs import JobService
 from service.metrics import Metrics
 from service.model_cache import ModelCache
@@ -25,6 +29,8 @@ POST data and an algorithm to `/v1/jobs`, poll the job, read labels from its res
 points with `/v1/models/{id}/predict`. Every error is an RFC 9457 `application/problem+json`
 document. The algorithms and their parameters come from the registry: see `/v1/algorithms`.
 """
+
+log = logging.getLogger("service")
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -102,8 +108,16 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
-    app.state.redis = redis or Redis.from_url(settings.redis_url, health_check_interval=30)
-    app.state.api_keys = [k.strip() for k in settings.api_keys.split(",") if k.strip()]
+    app.state.redis = redis or Redis.from_url(
+        settings.redis_url, health_check_interval=30,
+        socket_connect_timeout=settings.redis_timeout_seconds,
+        socket_timeout=settings.redis_timeout_seconds,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+    )
+    app.state.api_keys = hashed_keys(settings.api_keys)
+    if not app.state.api_keys:
+        log.warning("MMC_API_KEYS is empty: the API is OPEN (no authentication, one shared "
+                    "tenant); set tenant:key pairs before exposing it")
     app.state.stores = Stores(app.state.redis, settings)
     app.state.jobs = JobService(app.state.redis, settings)
     app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)

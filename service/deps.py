@@ -1,4 +1,8 @@
-"""Request-scoped dependencies: the app's Redis, settings, stores and the caller's identity."""
+"""Request-scoped dependencies: the caller's tenant from its API key.
+
+Keys are held only as SHA-256 digests and a presented key's digest is compared with every one of
+them in constant time (no early exit), so neither the keys nor their count leak through timing.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,49 @@ import hashlib
 import hmac
 
 from fastapi import Request
-from fastapi.security import APIKeyHeader
+from fastapi.security import APIKeyHeader, HTTPBearer
 
 from service.problems import ProblemError
+from service.settings import parse_pairs
+
+OPEN_TENANT = "anonymous"
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False,
                               description="Needed only when MMC_API_KEYS is set.")
+bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <key>`; needed only "
+                                                  "when MMC_API_KEYS is set.")
+
+
+def key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def hashed_keys(api_keys: str) -> list[tuple[bytes, str]]:
+    """``(sha256(key), tenant)`` for every configured key; the keys themselves are dropped."""
+    return [(key_digest(key), tenant) for tenant, key in parse_pairs(api_keys).items()]
+
+
+def tenant_for_key(given: str, keys: list[tuple[bytes, str]]) -> str | None:
+    digest = key_digest(given)
+    found = None
+    for candidate, tenant in keys:
+        if hmac.compare_digest(digest, candidate):
+            found = tenant
+    return found
 
 
 def owner(request: Request) -> str:
-    """The caller: a hash of its API key, or ``anonymous`` when authentication is off."""
+    """The caller's tenant, or ``anonymous`` when authentication is off."""
     keys = request.app.state.api_keys
     if not keys:
-        return "anonymous"
+        return OPEN_TENANT
     given = request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
-    if given is None and auth.lower().startswith("bearer "):
+    if given is None and auth[:7].lower() == "bearer ":
         given = auth[7:].strip()
-    if given is None or not any(hmac.compare_digest(given, key) for key in keys):
-        raise ProblemError(401, "send a valid API key in the X-API-Key header",
+    tenant = tenant_for_key(given, keys) if given else None
+    if tenant is None:
+        raise ProblemError(401, "send a valid API key as 'Authorization: Bearer <key>' "
+                                "(or in the X-API-Key header)",
                            headers={"WWW-Authenticate": "Bearer"})
-    return hashlib.sha256(given.encode()).hexdigest()[:24]
+    return tenant

@@ -17,9 +17,10 @@ from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
 from service.inputs import prepare_job_input
-from service.problems import ProblemError
+from service.problems import ProblemError, field_error
 from service.settings import Settings
-from service.stores import FINAL_STATUSES, Stores, new_id
+from service.stores import FINAL_STATUSES, Keys, Stores, new_id
+from service.webhooks import deliver_in_background, tenant_secret, url_problem
 from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
@@ -45,7 +46,22 @@ class JobService:
         """Validate and enqueue; returns ``(record, replayed)``."""
         spec = get_spec(request.algorithm.name)
         params = request.algorithm.params
-        prepared = prepare_job_input(spec, params, request.data, self.stores.datasets.load)
+        prepared = prepare_job_input(spec, params, request.data,
+                                     lambda some_id: self.stores.datasets.load(some_id, owner))
+        cells = prepared.n_samples * (prepared.n_features or 1)
+        if cells > self.settings.max_points_x_features:
+            raise field_error(422, "body.data",
+                              f"{prepared.n_samples} points x {prepared.n_features} features "
+                              f"= {cells} values exceed MMC_MAX_POINTS_X_FEATURES="
+                              f"{self.settings.max_points_x_features}", "too_many_values")
+        callback_url = getattr(request, "callback_url", None)
+        if callback_url is not None:
+            if tenant_secret(self.settings, owner) is None:
+                raise field_error(422, "body.callback_url", "no webhook secret is configured for "
+                                  "this tenant (MMC_WEBHOOK_SECRETS); callbacks are unavailable")
+            problem = url_problem(callback_url, self.settings.webhook_allow_private)
+            if problem is not None:
+                raise field_error(422, "body.callback_url", problem)
 
         job_id = new_id()
         if idempotency_key is not None:
@@ -58,9 +74,17 @@ class JobService:
                 record = self.get(earlier["job_id"], owner)
                 return record, True
 
+        if not self.stores.jobs.admit(owner, job_id, self.settings.max_active_jobs_per_tenant):
+            if idempotency_key is not None:
+                self.stores.idempotency.release(owner, idempotency_key)
+            raise ProblemError(
+                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
+                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
+                headers={"Retry-After": str(self.settings.retry_after_seconds)})
         dataset_id = prepared.dataset_id
         if prepared.X is not None and dataset_id is None:
-            dataset_id = self.stores.datasets.put(prepared.X, describe=False)[0]["id"]
+            dataset_id = self.stores.datasets.put(prepared.X, owner=owner,
+                                                  describe=False)[0]["id"]
         queue = spec.queue_for(params)
         timeout = min(spec.timeout_seconds, self.settings.job_timeout_cap_seconds)
         record = {
@@ -69,16 +93,14 @@ class JobService:
             "n_samples": prepared.n_samples, "n_features": prepared.n_features,
             "dataset_id": dataset_id, "timeout_seconds": timeout, "queued_at": time.time(),
             "progress": {"step": 0, "objective": None, "message": "queued", "updated_at": None},
+            "attempt": 1, "rq_job_id": job_id, "callback_url": callback_url,
         }
         job_input = {"dataset_id": dataset_id, "y": prepared.y, "sequences": prepared.sequences}
         try:
             self.stores.jobs.create(record, job_input)
-            get_queue(queue, self.redis).enqueue(
-                RUN_JOB, job_id, job_id=job_id, job_timeout=timeout,
-                result_ttl=600, failure_ttl=self.settings.job_ttl_seconds,
-                on_failure=Callback("worker.tasks.on_failure"),
-            )
+            enqueue(self.redis, self.settings, record)
         except Exception:
+            self.stores.jobs.release(owner, job_id)
             self.stores.jobs.delete(job_id, owner)
             if idempotency_key is not None:
                 self.stores.idempotency.release(owner, idempotency_key)
@@ -95,17 +117,28 @@ class JobService:
         return record
 
     def _reconcile(self, record: dict[str, Any]) -> dict[str, Any]:
-        """A job whose work horse or worker died must end ``failed``, not stay ``running``.
+        """A job whose work horse or worker died must end ``failed`` (or be re-queued once when
+        its algorithm is retry-safe), not stay ``running``.
 
-        RQ marks a killed work horse's job failed at once, and an abandoned one (its worker gone,
-        heartbeats expired) when its started-job registry is cleaned, which is done here.
+        RQ reports a killed work horse through the failure callback; a job whose whole worker
+        died is found here by its missing heartbeat (``MMC_WORKER_HEARTBEAT_SECONDS``), or by
+        RQ's own abandoned-job cleanup of the started-job registry.
         """
         job_id = record["id"]
+        rq_id = record.get("rq_job_id") or job_id
         if record["status"] == "running":
             StartedJobRegistry(record["queue"], connection=self.redis,
                                serializer=SERIALIZER).cleanup()
+            heartbeat = self.settings.worker_heartbeat_seconds
+            started = record.get("started_at") or 0
+            if (time.time() - started > heartbeat
+                    and not self.redis.exists(Keys.job_alive(job_id))):
+                lost_job(self.redis, self.settings, job_id,
+                         f"the job's worker stopped sending heartbeats for {heartbeat} s "
+                         "(killed or disconnected)", in_api=True)
+                return self.stores.jobs.get(job_id) or record
         try:
-            rq_job = Job.fetch(job_id, connection=self.redis, serializer=SERIALIZER)
+            rq_job = Job.fetch(rq_id, connection=self.redis, serializer=SERIALIZER)
             status = rq_job.get_status()
         except NoSuchJobError:
             rq_job, status = None, None
@@ -117,10 +150,8 @@ class JobService:
                 latest = rq_job.latest_result()
                 if latest is not None and latest.exc_string:
                     reason = f"{reason}: {latest.exc_string.strip().splitlines()[-1]}"
-            self.stores.jobs.transition(
-                job_id, ("queued", "running"), status="failed", finished_at=time.time(),
-                error={"type": "WorkerError", "message": reason},
-            )
+            lost_job(self.redis, self.settings, job_id, reason, in_api=True,
+                     expected_rq_id=rq_id)
             record = self.stores.jobs.get(job_id) or record
         return record
 
@@ -133,16 +164,74 @@ class JobService:
         if record["status"] in FINAL_STATUSES:
             raise ProblemError(409, f"job {job_id} is already {record['status']}")
         now = time.time()
+        rq_id = record.get("rq_job_id") or job_id
         if self.stores.jobs.transition(job_id, ("queued",), status="canceled", finished_at=now):
             # If a worker dequeued it meanwhile, its move to running fails and it skips the job.
             with contextlib.suppress(NoSuchJobError, InvalidJobOperation):
-                Job.fetch(job_id, connection=self.redis, serializer=SERIALIZER).cancel()
+                Job.fetch(rq_id, connection=self.redis, serializer=SERIALIZER).cancel()
         elif self.stores.jobs.transition(job_id, ("running",), status="canceled", finished_at=now):
             # If it finished meanwhile there is nothing to stop; a fit that misses the command
             # stops at its next progress report, which sees the canceled record.
             with contextlib.suppress(NoSuchJobError, InvalidJobOperation):
-                send_stop_job_command(self.redis, job_id, serializer=SERIALIZER)
-        return self.get(job_id, owner)
+                send_stop_job_command(self.redis, rq_id, serializer=SERIALIZER)
+        else:
+            return self.get(job_id, owner)
+        final = self.get(job_id, owner)
+        deliver_in_background(self.settings, final)
+        return final
+
+
+def enqueue(redis: Redis, settings: Settings, record: dict[str, Any]) -> None:
+    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue."""
+    get_queue(record["queue"], redis).enqueue(
+        RUN_JOB, record["id"], job_id=record["rq_job_id"], job_timeout=record["timeout_seconds"],
+        result_ttl=600, failure_ttl=settings.job_ttl_seconds,
+        on_failure=Callback("worker.tasks.on_failure"),
+    )
+
+
+def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
+             error_type: str = "WorkerError", in_api: bool = False,
+             expected_rq_id: str | None = None) -> str | None:
+    """A running (or dequeued) job lost its worker: re-queue it as a new attempt when its
+    algorithm is retry-safe and attempts remain (``MMC_RETRY_LOST_JOBS``), else fail it with
+    ``reason``. Returns the new status, or ``None`` if the job had already moved on."""
+    stores = Stores(redis, settings)
+    record = stores.jobs.get(job_id)
+    if record is None or record["status"] not in ("queued", "running"):
+        return None
+    rq_id = record.get("rq_job_id") or job_id
+    if expected_rq_id is not None and expected_rq_id != rq_id:
+        return None  # a report about an earlier attempt
+    attempt = int(record.get("attempt") or 1)
+    try:
+        retry_safe = get_spec(record["algorithm"]).retry_safe
+    except KeyError:
+        retry_safe = False
+    if retry_safe and attempt <= settings.retry_lost_jobs:
+        new_rq_id = f"{job_id}-{attempt + 1}"
+        moved = stores.jobs.transition(
+            job_id, (record["status"],), status="queued", attempt=attempt + 1,
+            rq_job_id=new_rq_id, started_at=None,
+            progress={"step": 0, "objective": None, "updated_at": time.time(),
+                      "message": f"re-queued (attempt {attempt + 1}): {reason}"})
+        if moved:
+            enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
+            return "queued"
+        return None
+    moved = stores.jobs.transition(
+        job_id, ("queued", "running"), status="failed", finished_at=time.time(),
+        error={"type": error_type, "message": reason})
+    if not moved:
+        return None
+    final = stores.jobs.get(job_id)
+    if in_api:
+        deliver_in_background(settings, final)
+    else:
+        from service.webhooks import deliver
+
+        deliver(settings, final or {})
+    return "failed"
 
 
 def render_job(record: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -17,7 +19,8 @@ log = logging.getLogger(__name__)
 _TITLES = {
     400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
     409: "Conflict", 413: "Content too large", 415: "Unsupported media type",
-    422: "Invalid request", 500: "Internal server error", 503: "Service unavailable",
+    422: "Invalid request", 429: "Too many requests", 500: "Internal server error",
+    503: "Service unavailable",
 }
 
 
@@ -85,6 +88,14 @@ def install_problem_handlers(app: FastAPI) -> None:
             detail += f"; and {len(errors) - 5} more"
         return problem_response(request, 422, detail, errors=errors)
 
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _redis_down(request: Request, exc: Exception):
+        log.warning("Redis unavailable on %s: %s", request.url.path, exc)
+        retry_after = str(request.app.state.settings.retry_after_seconds)
+        return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
+                                headers={"Retry-After": retry_after})
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         return problem_response(request, exc.status_code, str(exc.detail),
@@ -98,5 +109,5 @@ def install_problem_handlers(app: FastAPI) -> None:
 
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": _TITLES[status]}
-    for status in (404, 409, 413, 422)
+    for status in (401, 404, 409, 413, 422, 429, 503)
 }

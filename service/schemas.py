@@ -45,6 +45,9 @@ def build_job_request_model(registry: Mapping[str, AlgorithmSpec]) -> type[BaseM
         __doc__="A clustering (or classification) job: the algorithm with its parameters and data.",
         algorithm=(algorithm, ...),
         data=(JobData, ...),
+        callback_url=(str | None, Field(
+            None, max_length=2048,
+            description="Called with a signed (Standard Webhooks) POST when the job ends.")),
     )
 
 
@@ -178,3 +181,6 @@ class AlgorithmDescription(BaseModel):
 class Readiness(BaseModel):
     redis: bool
     workers: dict[str, int]
+    auth: Literal["api_keys", "open"] = Field(
+        description="``open``: MMC_API_KEYS is empty and anyone can call the API.")
+    warnings: list[str] = Field(default_factory=list)

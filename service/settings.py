@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 
 from pydantic import Field
@@ -16,7 +17,39 @@ class Settings(BaseSettings):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0", description="Redis holding the queues and all records."
     )
-    api_keys: str = Field("", description="Comma-separated API keys; empty: no auth.")
+    api_keys: str = Field(
+        "", description="Comma-separated tenant:key pairs (a bare key is its own tenant); "
+                        "empty: no authentication (open mode, for local use)."
+    )
+    max_active_jobs_per_tenant: int = Field(
+        100, ge=1, description="Queued plus running jobs a tenant may have; more is a 429."
+    )
+    max_points_x_features: int = Field(
+        20_000_000, ge=1, description="Largest n_samples x n_features of a job or dataset."
+    )
+    worker_heartbeat_seconds: int = Field(
+        30, ge=1, description="A running job whose worker is silent this long is lost."
+    )
+    retry_lost_jobs: int = Field(
+        1, ge=0, le=5, description="Times a lost job of a retry-safe algorithm is re-queued."
+    )
+    redis_timeout_seconds: float = Field(
+        5.0, gt=0, description="Redis connect and socket timeout of the API."
+    )
+    retry_after_seconds: int = Field(
+        5, ge=1, description="Retry-After of 429 and 503 answers."
+    )
+    webhook_secrets: str = Field(
+        "", description="Comma-separated tenant:whsec_<base64> secrets signing callbacks."
+    )
+    webhook_allow_private: bool = Field(
+        False, description="Allow callbacks to loopback, link-local and private addresses."
+    )
+    webhook_max_attempts: int = Field(5, ge=1, le=20, description="Deliveries tried per event.")
+    webhook_backoff_seconds: float = Field(
+        1.0, ge=0, description="First retry delay of a callback; doubles per attempt."
+    )
+    webhook_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one delivery.")
     max_body_bytes: int = Field(64 * 2**20, ge=1024, description="Largest request body accepted.")
     job_ttl_seconds: int = Field(
         7 * 86400, ge=60, description="Lifetime of job records and results."
@@ -31,6 +64,21 @@ class Settings(BaseSettings):
     )
     model_cache_size: int = Field(64, ge=0, description="Decoded models kept per API process.")
     page_size_max: int = Field(100, ge=1, description="Largest page of GET /v1/jobs.")
+
+
+def parse_pairs(value: str) -> dict[str, str]:
+    """``"a:x,b:y"`` -> ``{"a": "x", "b": "y"}``; a bare item ``x`` maps ``"key-<sha256[:12]>"``
+    to ``x`` so a key given without a tenant is a tenant of its own."""
+    pairs: dict[str, str] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        tenant, sep, secret = item.partition(":")
+        if not sep:
+            tenant, secret = "key-" + hashlib.sha256(item.encode()).hexdigest()[:12], item
+        pairs[tenant.strip()] = secret.strip()
+    return pairs
 
 
 @lru_cache(maxsize=1)

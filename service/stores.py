@@ -53,6 +53,18 @@ class Keys:
         return f"{cls.prefix}:jobs:{owner}"
 
     @classmethod
+    def active_prefix(cls) -> str:
+        return f"{cls.prefix}:active:"
+
+    @classmethod
+    def active(cls, owner: str) -> str:
+        return f"{cls.active_prefix()}{owner}"
+
+    @classmethod
+    def job_alive(cls, job_id: str) -> str:
+        return f"{cls.prefix}:job:{job_id}:alive"
+
+    @classmethod
     def idempotency(cls, owner: str, key: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()[:32]
         return f"{cls.prefix}:idempotency:{owner}:{digest}"
@@ -66,32 +78,34 @@ def new_id() -> str:
 
 
 class DatasetStore:
-    """Content-addressed matrices: the id is the SHA-256 of shape and float64 bytes."""
+    """Matrices namespaced by tenant: the id is the SHA-256 of the owner, shape and float64 bytes,
+    so the same upload deduplicates within a tenant and another tenant's id is simply unknown."""
 
     def __init__(self, redis: Redis, ttl_seconds: int):
         self.redis = redis
         self.ttl = ttl_seconds
 
     @staticmethod
-    def content_id(X: np.ndarray) -> str:
+    def content_id(X: np.ndarray, owner: str = "") -> str:
         array = np.ascontiguousarray(X, dtype=np.float64)
-        digest = hashlib.sha256(f"{array.shape}".encode())
+        digest = hashlib.sha256(f"{owner}\0{array.shape}".encode())
         digest.update(array.tobytes())
         return digest.hexdigest()
 
-    def put(self, X: np.ndarray, *, describe: bool = True) -> tuple[dict[str, Any], bool]:
-        """Store ``X`` once; returns its description (only the id without ``describe``) and
-        whether it was new."""
-        dataset_id = self.content_id(X)
+    def put(self, X: np.ndarray, *, owner: str = "", describe: bool = True
+            ) -> tuple[dict[str, Any], bool]:
+        """Store ``X`` once for ``owner``; returns its description (only the id without
+        ``describe``) and whether it was new."""
+        dataset_id = self.content_id(X, owner)
         key = Keys.dataset(dataset_id)
         if self.redis.expire(key, self.ttl):  # already stored: one round trip renews it
             if not describe:
                 return {"id": dataset_id}, False
-            return self.describe(dataset_id), False  # type: ignore[return-value]
+            return self.describe(dataset_id, owner), False  # type: ignore[return-value]
         payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
         created_at = time.time()
         with self.redis.pipeline() as pipe:
-            pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0],
+            pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0], "owner": owner,
                                     "n_features": X.shape[1], "created_at": created_at})
             pipe.expire(key, self.ttl)
             pipe.execute()
@@ -99,14 +113,14 @@ class DatasetStore:
                 "stored_bytes": len(payload), "created_at": created_at,
                 "expires_in_seconds": self.ttl}, True
 
-    def describe(self, dataset_id: str) -> dict[str, Any] | None:
+    def describe(self, dataset_id: str, owner: str) -> dict[str, Any] | None:
         key = Keys.dataset(dataset_id)
         with self.redis.pipeline() as pipe:
-            pipe.hmget(key, "n_samples", "n_features", "created_at")
+            pipe.hmget(key, "n_samples", "n_features", "created_at", "owner")
             pipe.hstrlen(key, "npz")
             pipe.ttl(key)
-            (n_samples, n_features, created_at), size, ttl = pipe.execute()
-        if n_samples is None:
+            (n_samples, n_features, created_at, stored_owner), size, ttl = pipe.execute()
+        if n_samples is None or (stored_owner or b"").decode() != owner:
             return None
         return {
             "id": dataset_id,
@@ -117,9 +131,13 @@ class DatasetStore:
             "expires_in_seconds": int(ttl),
         }
 
-    def load(self, dataset_id: str) -> np.ndarray | None:
-        payload = self.redis.hget(Keys.dataset(dataset_id), "npz")
+    def load(self, dataset_id: str, owner: str | None = None) -> np.ndarray | None:
+        """The matrix; with ``owner``, only if that tenant stored it (the worker passes none:
+        the job's input was checked when it was created)."""
+        payload, stored_owner = self.redis.hmget(Keys.dataset(dataset_id), "npz", "owner")
         if payload is None:
+            return None
+        if owner is not None and (stored_owner or b"").decode() != owner:
             return None
         return npz_bytes_to_arrays(payload)["X"]
 
@@ -134,11 +152,28 @@ if not current then return 0 end
 local allowed = cjson.decode(ARGV[1])
 for _, status in ipairs(allowed) do
   if status == current then
-    for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+    for i = 2, #ARGV, 2 do
+      redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+      if ARGV[i] == 'status' and ARGV[i + 1] ~= '"queued"' and ARGV[i + 1] ~= '"running"' then
+        local owner = redis.call('HGET', KEYS[1], 'owner')
+        local id = redis.call('HGET', KEYS[1], 'id')
+        if owner and id then
+          redis.call('SREM', KEYS[2] .. cjson.decode(owner), cjson.decode(id))
+        end
+      end
+    end
     return 1
   end
 end
 return 0
+"""
+
+# Admission under the per-tenant cap: add the job to the tenant's active set if there is room.
+_ADMIT = """
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
 """
 
 
@@ -151,6 +186,7 @@ class JobStore:
         self.redis = redis
         self.ttl = ttl_seconds
         self._transition = redis.register_script(_TRANSITION)
+        self._admit = redis.register_script(_ADMIT)
 
     @staticmethod
     def _encode(fields: dict[str, Any]) -> dict[str, str]:
@@ -186,7 +222,31 @@ class JobStore:
         args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)])]
         for key, value in self._encode(fields).items():
             args += [key, value]
-        return bool(self._transition(keys=[Keys.job(job_id)], args=args))
+        return bool(self._transition(
+            keys=[Keys.job(job_id), Keys.active_prefix()], args=args))
+
+    # -- per-tenant cap on queued + running jobs --------------------------------------------------
+    def admit(self, owner: str, job_id: str, cap: int) -> bool:
+        """Count ``job_id`` as active for ``owner`` unless ``cap`` jobs already are; a full set is
+        first pruned of jobs that ended or expired without leaving it."""
+        key = Keys.active(owner)
+        if self._admit(keys=[key], args=[job_id, cap, self.ttl]):
+            return True
+        stale = [member for member in self.redis.smembers(key)
+                 if self._status(member.decode()) not in ("queued", "running")]
+        if stale:
+            self.redis.srem(key, *stale)
+        return bool(self._admit(keys=[key], args=[job_id, cap, self.ttl]))
+
+    def active(self, owner: str) -> list[str]:
+        return sorted(member.decode() for member in self.redis.smembers(Keys.active(owner)))
+
+    def release(self, owner: str, job_id: str) -> None:
+        self.redis.srem(Keys.active(owner), job_id)
+
+    def _status(self, job_id: str) -> str | None:
+        raw = self.redis.hget(Keys.job(job_id), "status")
+        return None if raw is None else json.loads(raw)
 
     def list(self, owner: str, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
         key = Keys.owner_jobs(owner)
@@ -230,13 +290,22 @@ class ModelStore:
         self.redis.expire(key, self.ttl)
         return model_id
 
-    def info(self, model_id: str) -> dict[str, Any] | None:
+    def info(self, model_id: str, owner: str | None = None) -> dict[str, Any] | None:
+        """The model's description; with ``owner``, only if that tenant's job trained it."""
         raw = self.redis.hget(Keys.model(model_id), "info")
-        return None if raw is None else json.loads(raw)
+        if raw is None:
+            return None
+        info = json.loads(raw)
+        if owner is not None and info.get("owner", "anonymous") != owner:
+            return None
+        return info
 
-    def load(self, model_id: str) -> tuple[dict[str, Any], bytes] | None:
-        meta, payload = self.redis.hmget(Keys.model(model_id), "meta", "npz")
+    def load(self, model_id: str, owner: str | None = None
+             ) -> tuple[dict[str, Any], bytes] | None:
+        meta, payload, info = self.redis.hmget(Keys.model(model_id), "meta", "npz", "info")
         if meta is None or payload is None:
+            return None
+        if owner is not None and json.loads(info or "{}").get("owner", "anonymous") != owner:
             return None
         return json.loads(meta), payload
 

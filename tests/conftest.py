@@ -36,6 +36,9 @@ def service_env(redis_url):
         "MMC_REDIS_URL": redis_url,
         "MMC_MAX_BODY_BYTES": str(TEST_MAX_BODY_BYTES),
         "MMC_API_KEYS": "",
+        # A killed work horse must fail its job here (tests/test_hardening_faults.py covers the
+        # retry of retry-safe jobs, on by default).
+        "MMC_RETRY_LOST_JOBS": "0",
         "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
         "OPENBLAS_NUM_THREADS": env.get("OPENBLAS_NUM_THREADS", "1"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),

@@ -6,19 +6,24 @@ canceled while running stops at its next iteration even if the stop command is l
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from typing import Any
 
 import numpy as np
 from redis import Redis
+from redis.exceptions import RedisError
 from rq import get_current_job
 
 from algorithms.registry import get_spec
+from service.jobs import lost_job
 from service.settings import get_settings
-from service.stores import Stores
+from service.stores import Keys, Stores
+from service.webhooks import deliver
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +55,52 @@ def run_job(job_id: str) -> str:
     if record is None:
         return "expired"
     started_at = time.time()
-    worker = {"host": socket.gethostname(), "pid": os.getpid()}
+    worker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
+    settings = get_settings()
+    heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds)
+    heartbeat.beat()
     if not jobs.transition(job_id, ("queued",), status="running", started_at=started_at,
                            worker=worker):
+        heartbeat.stop()
         return str(record.get("status"))  # canceled before it started
+    stores.redis.hincrby(Keys.job(job_id), "runs", 1)
+    heartbeat.start()
+    try:
+        status = _run(stores, job_id, record)
+    finally:
+        heartbeat.stop()
+    if status in ("succeeded", "failed"):
+        deliver(settings, jobs.get(job_id) or {})
+    return status
+
+
+class Heartbeat(threading.Thread):
+    """Keeps ``mmc:job:<id>:alive`` set while the job runs; the API takes its absence for longer
+    than the heartbeat window as the death of the worker (``kill -9``, lost machine)."""
+
+    def __init__(self, redis: Redis, job_id: str, seconds: int):
+        super().__init__(daemon=True, name=f"heartbeat-{job_id}")
+        self.redis, self.key, self.seconds = redis, Keys.job_alive(job_id), seconds
+        self._stopped = threading.Event()
+
+    def beat(self) -> None:
+        self.redis.set(self.key, "1", ex=self.seconds)
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.seconds / 3):
+            try:
+                self.beat()
+            except RedisError:
+                log.warning("heartbeat of %s not written", self.key)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(RedisError):
+            self.redis.delete(self.key)
+
+
+def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
+    jobs = stores.jobs
 
     last_write = 0.0
 
@@ -100,7 +147,7 @@ def run_job(job_id: str) -> str:
         model_id = stores.models.put(meta, arrays, {
             "algorithm": spec.name, "estimator": type(estimator).__name__, "job_id": job_id,
             "input_kind": spec.input_kind, "n_features_in": meta.get("n_features_in"),
-            "params": params.model_dump(mode="json"),
+            "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
         })
         extras = estimator.result_extras()
         timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds}
@@ -128,13 +175,26 @@ def run_job(job_id: str) -> str:
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:
-    """RQ failure callback (timeouts, abandoned jobs): the record must not stay ``running``."""
+    """RQ failure callback (timeouts, killed work horses, abandoned jobs): the record must not
+    stay ``running``. A timeout fails the job; a lost worker re-queues a retry-safe job once."""
     settings = get_settings()
     stores = Stores(connection, settings)
+    job_id = job.id.split("-")[0]
+    record = stores.jobs.get(job_id)
+    if record is None or record["status"] not in ("queued", "running"):
+        return
     name = getattr(exc_type, "__name__", "WorkerError")
-    message = str(exc_value) if exc_value is not None and str(exc_value) else (
-        "the job exceeded its timeout" if "Timeout" in name
-        else "the worker running this job stopped before it finished"
-    )
-    stores.jobs.transition(job.id, ("queued", "running"), status="failed", finished_at=time.time(),
-                           error={"type": name, "message": message})
+    detail = str(exc_value) if exc_value is not None and str(exc_value) else ""
+    if "Timeout" in name:
+        timeout = record.get("timeout_seconds") or getattr(job, "timeout", None)
+        message = "timed out" + (f" after {timeout} s" if timeout else "")
+        if detail:
+            message += f": {detail}"
+        if stores.jobs.transition(job_id, ("queued", "running"), status="failed",
+                                  finished_at=time.time(),
+                                  error={"type": name, "message": message}):
+            deliver(settings, stores.jobs.get(job_id) or {})
+        return
+    reason = detail or "the worker running this job stopped before it finished"
+    lost_job(connection, settings, job_id, reason, error_type=name,
+             expected_rq_id=getattr(job, "id", None))

@@ -3,12 +3,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from algorithms.registry import REGISTRY
-from service.deps import api_key_header
+from service.deps import api_key_header, bearer, owner
 from service.problems import PROBLEM_RESPONSES, ProblemError
 from service.schemas import AlgorithmDescription
 
 router = APIRouter(prefix="/v1/algorithms", tags=["algorithms"],
-                   dependencies=[Depends(api_key_header)])
+                   dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
 
 
 @router.get("", response_model=list[AlgorithmDescription])

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from service.deps import api_key_header, owner
+from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
 from service.schemas import DatasetJSON, DatasetResource
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
-                   dependencies=[Depends(api_key_header), Depends(owner)])
+                   dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
 
 _UPLOAD_BODY = {
     "requestBody": {
@@ -53,7 +54,8 @@ def _kind_of(name_or_type: str) -> str | None:
 
 @router.post("", status_code=201, response_model=DatasetResource, responses=PROBLEM_RESPONSES,
              openapi_extra=_UPLOAD_BODY)
-async def upload_dataset(request: Request, response: Response):
+async def upload_dataset(request: Request, response: Response,
+                         caller: Annotated[str, Depends(owner)]):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
     multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate."""
     content_type = request.headers.get("content-type", "")
@@ -71,15 +73,19 @@ async def upload_dataset(request: Request, response: Response):
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
     X = _parse(kind, payload)
-    description, created = request.app.state.stores.datasets.put(X)
+    limit = request.app.state.settings.max_points_x_features
+    if X.size > limit:
+        raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
+                                       f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
+    description, created = request.app.state.stores.datasets.put(X, owner=caller)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{description['id']}"
     return description
 
 
 @router.get("/{dataset_id}", response_model=DatasetResource, responses=PROBLEM_RESPONSES)
-def get_dataset(dataset_id: str, request: Request):
-    description = request.app.state.stores.datasets.describe(dataset_id)
+def get_dataset(dataset_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    description = request.app.state.stores.datasets.describe(dataset_id, caller)
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
     return description

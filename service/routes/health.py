@@ -17,6 +17,10 @@ def _workers_per_queue(request: Request) -> dict[str, int]:
     return {name: Worker.count(queue=get_queue(name, redis)) for name in QUEUE_NAMES}
 
 
+def _retry(request: Request) -> dict[str, str]:
+    return {"Retry-After": str(request.app.state.settings.retry_after_seconds)}
+
+
 @router.get("/healthz")
 def healthz():
     """The process is up."""
@@ -31,11 +35,15 @@ def readyz(request: Request):
         request.app.state.redis.ping()
         workers = _workers_per_queue(request)
     except RedisError as exc:
-        raise ProblemError(503, f"Redis is unreachable: {exc}") from None
+        raise ProblemError(503, f"Redis is unreachable: {exc}", headers=_retry(request)) from None
     idle = [name for name, count in workers.items() if count == 0]
     if idle:
-        raise ProblemError(503, f"no worker listens on queue(s): {', '.join(idle)}")
-    return {"redis": True, "workers": workers}
+        raise ProblemError(503, f"no worker listens on queue(s): {', '.join(idle)}",
+                           headers=_retry(request))
+    if request.app.state.api_keys:
+        return {"redis": True, "workers": workers, "auth": "api_keys"}
+    return {"redis": True, "workers": workers, "auth": "open",
+            "warnings": ["MMC_API_KEYS is empty: the API is open, without authentication"]}
 
 
 @router.get("/metrics", response_class=PlainTextResponse)

@@ -5,14 +5,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 
-from service.deps import api_key_header, owner
+from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
 from service.problems import PROBLEM_RESPONSES, ProblemError
 from service.schemas import JobPage, JobResource, JobResult
 
 
 def build_router(job_request: type[BaseModel]) -> APIRouter:
-    router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(api_key_header)])
+    router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
+                       dependencies=[Depends(api_key_header), Depends(bearer)])
 
     @router.post("", status_code=202, response_model=JobResource, responses=PROBLEM_RESPONSES)
     def create_job(

@@ -6,13 +6,13 @@ from typing import Annotated
 import numpy as np
 from fastapi import APIRouter, Depends, Request
 
-from service.deps import api_key_header, owner
+from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
 from service.schemas import ModelExport, ModelResource, PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
-                   dependencies=[Depends(api_key_header), Depends(owner)])
+                   dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
 
 
 def _as_list(values):
@@ -22,17 +22,17 @@ def _as_list(values):
 
 
 @router.get("/{model_id}", response_model=ModelResource, responses=PROBLEM_RESPONSES)
-def get_model(model_id: str, request: Request):
-    info = request.app.state.stores.models.info(model_id)
+def get_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    info = request.app.state.stores.models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     return info
 
 
 @router.get("/{model_id}/export", response_model=ModelExport, responses=PROBLEM_RESPONSES)
-def export_model(model_id: str, request: Request):
+def export_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
     """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
-    loaded = request.app.state.stores.models.load(model_id)
+    loaded = request.app.state.stores.models.load(model_id, caller)
     if loaded is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     meta, payload = loaded
@@ -45,6 +45,8 @@ def predict(model_id: str, body: PredictRequest, request: Request,
             caller: Annotated[str, Depends(owner)]):
     """Labels (and decision values where the model has them) for new points, synchronously."""
     entry = request.app.state.model_cache.get(model_id)
+    if entry is not None and entry[1].get("owner", "anonymous") != caller:
+        entry = None
     if entry is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     estimator, info = entry

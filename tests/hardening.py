@@ -1,0 +1,71 @@
+"""A private deployment per hardening test module: its own redis-server (append-only file in a
+temp dir), RQ workers and uvicorn, with settings chosen by the test, so faults injected here
+(killed workers, a restarted or stopped Redis) never touch the shared ``service_url``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from service import processes
+from tests.conftest import ROOT
+
+
+class Deployment:
+    def __init__(self, tmp: Path, env: dict[str, str], *, workers: int = 1,
+                 queues: tuple[str, ...] = ("fast", "slow")):
+        self.tmp = tmp
+        self.redis_port = processes.free_port()
+        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
+        self.env = dict(os.environ)
+        self.env.update({
+            "MMC_REDIS_URL": self.redis_url, "MMC_API_KEYS": "",
+            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        })
+        self.env.update(env)
+        self.queues = queues
+        self.redis = processes.start_redis(self.redis_port, tmp / "redis", appendonly=True)
+        self.workers: list[subprocess.Popen] = []
+        for _ in range(workers):
+            self.add_worker()
+        self.port = processes.free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_log = tmp / "api.log"
+        self.api = processes.start_api("127.0.0.1", self.port, self.env,
+                                       log_file=open(self.api_log, "wb"))  # noqa: SIM115
+        processes.wait_ready(self.url, timeout=60, processes=[self.api, *self.workers])
+
+    def add_worker(self) -> subprocess.Popen:
+        log = open(self.tmp / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115
+        # Its own process group, so a test can kill -9 the worker together with its work horse.
+        command = [processes.sys.executable, "-m", "worker"]
+        for queue in self.queues:
+            command += ["--queue", queue]
+        worker = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        self.workers.append(worker)
+        return worker
+
+    def kill_worker(self, worker: subprocess.Popen) -> None:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+    def stop_redis(self) -> None:
+        processes.stop(self.redis)  # SIGTERM: Redis flushes its append-only file
+
+    def start_redis(self) -> None:
+        self.redis = processes.start_redis(self.redis_port, self.tmp / "redis", appendonly=True)
+
+    def close(self) -> None:
+        processes.stop(self.api)
+        for worker in self.workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGTERM)
+                try:
+                    worker.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(worker.pid, signal.SIGKILL)
+        processes.stop(self.redis)
