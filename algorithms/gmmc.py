@@ -220,7 +220,7 @@ def solve_gmmc_lowrank(
     rank: int | None = None,
     tol: float = 1e-6,
     max_iter: int = 50,
-    inner_max_iter: int = 1000,
+    inner_max_iter: int = 500,
     V0: np.ndarray | None = None,
     gamma0: np.ndarray | None = None,
     random_state: int | np.random.RandomState | None = None,
@@ -268,9 +268,10 @@ def solve_gmmc_lowrank(
     residual_old = np.inf
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
+        # Inexact inner solves: the gradient tolerance follows the outer residual.
+        inner_tol = scale_S * max(1e-3 * tol, min(1e-3, 0.1 * residual_old))
         result = minimize(lagrangian, x, jac=True, method="L-BFGS-B",
-                          options={"maxiter": inner_max_iter, "gtol": 1e-10 * scale_S,
-                                   "ftol": 1e-15})
+                          options={"maxiter": inner_max_iter, "gtol": inner_tol, "ftol": 1e-15})
         x = result.x
         W, a = unpack(x)
         V = W - W.mean(axis=0) + s * a

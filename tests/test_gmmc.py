@@ -127,16 +127,18 @@ def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
 
 # -- Table 1 of the seed, best width of the 10 -------------------------------------------------
 
-# (data, width fraction, seed's GMMC error % with the best width, Table 1). The width is the best
-# of the seed's 10 (10 %, ..., 100 % of the range of pairwise distances), found by
-# benchmarks/gmmc.py; the acceptance bounds are those of the issue.
+# (data, width fraction, the issue's bound on the error % with the best width; seed Table 1,
+# "Optimal Kernel Width" GMMC column). The width is one of the seed's 10 (10 %, ..., 100 % of the
+# range of pairwise distances), the best found by benchmarks/gmmc.py, except digits 1-7 and 2-7:
+# their best, 10 %, nearly disconnects the graph and the solve takes ~50x longer, so the test uses
+# 20 % (0.0 % and 0.3 % error in the benchmark, still within the bound).
 BEST_WIDTH_CASES = [
     ("two circles", two_circles, 0.1, 0.0),
     ("two jointed circles", two_jointed_circles, 0.2, 1.0),
     ("two Gaussians", two_gaussians, 0.3, 2.5),
     ("digits 3-8", lambda: digit_pair(3, 8), 0.2, 6.6),
-    ("digits 1-7", lambda: digit_pair(1, 7), 0.1, 3.2),
-    ("digits 2-7", lambda: digit_pair(2, 7), 0.1, 1.5),
+    ("digits 1-7", lambda: digit_pair(1, 7), 0.2, 3.2),
+    ("digits 2-7", lambda: digit_pair(2, 7), 0.2, 1.5),
     ("digits 8-9", lambda: digit_pair(8, 9), 0.2, 16.0),
 ]
 
