@@ -4,6 +4,7 @@ temp dir), RQ workers and uvicorn, with settings chosen by the test, so faults i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,7 +50,11 @@ class Deployment:
         self.workers.append(worker)
         return worker
 
-    def kill_worker(self, worker: subprocess.Popen) -> None:
+    def kill_worker(self, worker: subprocess.Popen, *horses: int) -> None:
+        """``kill -9`` of a worker and of its work horses (RQ puts a horse in its own group)."""
+        for pid in horses:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
 

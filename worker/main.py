@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from redis import Redis
 from rq import Worker
 
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
+from service.jobs import lost_job
 from service.settings import get_settings
 from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
+
+
+def horse_killed(job, retpid, ret_val, rusage) -> None:
+    """A work horse died (``kill -9``, out of memory): re-queue a retry-safe job once, else fail
+    it with the reason at once rather than on the next read."""
+    signal_name = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) \
+        else f"status {ret_val}"
+    lost_job(job.connection, get_settings(), job.id.split("-")[0],
+             f"the worker process running the job was killed ({signal_name}) before it finished",
+             expected_rq_id=job.id)
 
 
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
@@ -22,6 +34,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
         serializer=SERIALIZER,
         name=name,
         job_monitoring_interval=5,
+        work_horse_killed_handler=horse_killed,
     )
     return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
 

@@ -18,6 +18,7 @@ import numpy as np
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import get_current_job
+from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
 from service.jobs import lost_job
@@ -167,6 +168,11 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         return "succeeded" if done else "canceled"
     except JobCanceledError:
         return "canceled"
+    except JobTimeoutException as exc:
+        message = f"timed out after {record.get('timeout_seconds')} s: {exc}"
+        jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
+                        error={"type": type(exc).__name__, "message": message})
+        return "failed"
     except Exception as exc:
         log.exception("job %s failed", job_id)
         jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
