@@ -8,12 +8,13 @@ import pytest
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
-from algorithms.base import clustering_error
+from algorithms.base import SDPSolverError, clustering_error
 from algorithms.gmmc import (
     GMMC,
     degenerate_laplacian_labels,
     eliminate_bias,
     laplacian_precision,
+    solve_gmmc_cvxpy,
     solve_gmmc_lowrank,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
@@ -116,6 +117,12 @@ def test_inaccurate_solve_is_reported_in_warnings_and_as_convergence_warning():
     assert model.solver_status_ == "inaccurate"
     assert any("duality gap" in message for message in model.warnings_)
     assert model.result_extras()["warnings"] == model.warnings_
+
+
+def test_failed_conic_solve_raises_instead_of_returning_labels():
+    _, _, K = _tiny_instance()
+    with pytest.raises(SDPSolverError, match="GMMC SDP"):
+        solve_gmmc_cvxpy(eliminate_bias(laplacian_precision(K)), solver="NO_SUCH_SOLVER")
 
 
 def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
