@@ -1,0 +1,159 @@
+"""Job callbacks: Standard Webhooks headers and signature with the tenant's secret, retries with
+backoff until the receiver answers 2xx, and the SSRF guard (loopback, link-local and private
+addresses refused unless MMC_WEBHOOK_ALLOW_PRIVATE; the live test allows loopback to reach a
+receiver on this machine)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from redis import Redis
+from sklearn.datasets import make_blobs
+
+from service import webhooks
+from service.app import create_app
+from service.settings import Settings
+from tests.hardening import Deployment
+
+KEY = b"0123456789abcdef0123456789abcdef"
+SECRET = "whsec_" + base64.b64encode(KEY).decode()
+
+
+class Receiver(ThreadingHTTPServer):
+    """Answers 503 to the first ``fail_first`` deliveries, then 204; keeps every request."""
+
+    def __init__(self, fail_first: int):
+        self.fail_first = fail_first
+        self.requests: list[tuple[float, dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(handler):  # noqa: N805
+                body = handler.rfile.read(int(handler.headers["content-length"]))
+                with self.lock:
+                    self.requests.append((time.monotonic(), dict(handler.headers.items()), body))
+                    status = 503 if len(self.requests) <= self.fail_first else 204
+                handler.send_response(status)
+                handler.send_header("content-length", "0")
+                handler.end_headers()
+
+            def log_message(handler, *args):  # noqa: N805
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+@pytest.fixture(scope="module")
+def hooked(tmp_path_factory):
+    deployment = Deployment(tmp_path_factory.mktemp("webhooks"), {
+        "MMC_WEBHOOK_SECRETS": f"anonymous:{SECRET}",
+        "MMC_WEBHOOK_ALLOW_PRIVATE": "true",
+        "MMC_WEBHOOK_BACKOFF_SECONDS": "0.2",
+        "MMC_WEBHOOK_MAX_ATTEMPTS": "4",
+    }, queues=("fast", "slow"))
+    yield deployment
+    deployment.close()
+
+
+def payload(callback_url: str | None, seed: int = 0) -> dict:
+    X, _ = make_blobs(n_samples=30, centers=2, random_state=seed)
+    body = {"algorithm": {"name": "itersvr", "params": {"random_state": 0}},
+            "data": {"X": X.tolist()}}
+    if callback_url is not None:
+        body["callback_url"] = callback_url
+    return body
+
+
+def expected_signature(headers: dict[str, str], body: bytes) -> str:
+    content = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(KEY, content, hashlib.sha256).digest()).decode()
+
+
+def test_callback_is_signed_and_retried_with_backoff_until_accepted(hooked):
+    receiver = Receiver(fail_first=2)
+    try:
+        created = httpx.post(f"{hooked.url}/v1/jobs", json=payload(receiver.url))
+        assert created.status_code == 202, created.text
+        deadline = time.monotonic() + 60
+        while len(receiver.requests) < 3:
+            assert time.monotonic() < deadline, receiver.requests
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        receiver.shutdown()
+    assert len(receiver.requests) == 3  # two 503s, then accepted: no further deliveries
+    ids = {headers["webhook-id"] for _, headers, _ in receiver.requests}
+    assert ids == {f"{created.json()['id']}.succeeded"}  # one event id across retries
+    for _, headers, body in receiver.requests:
+        assert abs(int(headers["webhook-timestamp"]) - time.time()) < 120
+        assert headers["webhook-signature"] == expected_signature(headers, body)
+    event = json.loads(receiver.requests[-1][2])
+    assert event["type"] == "job.succeeded"
+    assert event["data"]["id"] == created.json()["id"] and event["data"]["model_id"]
+    gaps = [b[0] - a[0] for a, b in zip(receiver.requests, receiver.requests[1:], strict=False)]
+    assert gaps[0] >= 0.2 and gaps[1] >= 0.4  # exponential backoff from 0.2 s
+
+
+def test_a_tampered_body_fails_verification():
+    headers = {"webhook-id": "j.succeeded", "webhook-timestamp": "1700000000"}
+    signature = webhooks.sign(SECRET, headers["webhook-id"], 1700000000, b'{"a":1}')
+    assert signature == expected_signature(headers, b'{"a":1}')
+    assert signature != expected_signature(headers, b'{"a":2}')
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8080/x", "http://localhost/x", "http://10.1.2.3/x", "http://192.168.0.7/x",
+    "http://172.16.5.5/x", "http://169.254.169.254/latest/meta-data", "http://[::1]/x",
+    "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x", "ftp://example.com/x", "file:///etc/passwd",
+    "http://user:pw@example.com/x",
+])
+def test_ssrf_guard_refuses_internal_and_non_http_targets(url):
+    assert webhooks.url_problem(url, allow_private=False) is not None
+    if url.startswith("http://") and "@" not in url:
+        assert webhooks.url_problem(url, allow_private=True) is None
+
+
+def test_public_address_is_allowed():
+    assert webhooks.url_problem("http://93.184.216.34/hook", allow_private=False) is None
+
+
+def test_job_with_internal_callback_or_without_secret_is_422(redis_url):
+    guarded = create_app(Settings(redis_url=redis_url, webhook_secrets=f"anonymous:{SECRET}"),
+                         redis=Redis.from_url(redis_url))
+    with TestClient(guarded) as client:
+        for url in ("http://127.0.0.1:9/x", "http://169.254.169.254/", "http://10.0.0.1/"):
+            response = client.post("/v1/jobs", json=payload(url))
+            assert response.status_code == 422, response.text
+            assert response.json()["errors"][0]["field"] == "body.callback_url"
+            assert "MMC_WEBHOOK_ALLOW_PRIVATE" in response.json()["detail"]
+    secretless = create_app(Settings(redis_url=redis_url), redis=Redis.from_url(redis_url))
+    with TestClient(secretless) as client:
+        response = client.post("/v1/jobs", json=payload("http://93.184.216.34/hook"))
+        assert response.status_code == 422 and "secret" in response.json()["detail"]
+
+
+def test_delivery_rechecks_the_address_and_gives_up_after_max_attempts(monkeypatch):
+    settings = Settings(webhook_secrets=f"t:{SECRET}", webhook_max_attempts=3,
+                        webhook_backoff_seconds=0.1)
+    record = {"id": "j1", "owner": "t", "status": "failed", "algorithm": "itersvr", "params": {},
+              "queue": "fast", "n_samples": 3, "callback_url": "http://127.0.0.1:9/x"}
+    sleeps: list[float] = []
+    assert webhooks.deliver(settings, record, sleep=sleeps.append) is False
+    assert sleeps == []  # refused before any request: loopback is not allowed here
+    allowed = settings.model_copy(update={"webhook_allow_private": True})
+    assert webhooks.deliver(allowed, record, sleep=sleeps.append) is False  # nothing listens
+    assert sleeps == [0.1, 0.2]
