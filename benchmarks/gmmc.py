@@ -1,11 +1,11 @@
 """Reproduce GMMC's Table 1 (Valizadegan & Jin 2006) and time the low-rank solver against n.
 
 Run: ``python -m benchmarks.gmmc [--only table|equivalence|scaling]``. Prints Markdown tables:
-the paper's error beside ours with the best of the 10 widths and with kernel learning (12), seconds per fit, the equivalence
-of the low-rank solver with a cvxpy/SCS solve of the same scaled SDP, and the largest n solved
-within 60 s. Data: the paper's synthetic sets are only shown as a figure, so they are generated
-here (80 points each, the size implied by the paper's error steps of 1.25 %), and the four digit
-pairs come from ``sklearn.datasets.load_digits`` (BENCHMARKS.md).
+the paper's error beside ours with the best of the 10 widths and with kernel learning (12),
+seconds per fit, the low-rank solver beside a cvxpy/SCS solve of the same scaled SDP, and the
+largest n solved within 60 s. Data: the paper's synthetic sets are only shown as a figure, so they
+are generated here (80 points each, the size implied by the paper's error steps of 1.25 %); the
+four digit pairs come from ``sklearn.datasets.load_digits`` (BENCHMARKS.md).
 """
 
 from __future__ import annotations
