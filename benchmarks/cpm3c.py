@@ -20,6 +20,7 @@ from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C
 
 K4_PARAMS = {"C": 3.0, "class_balance": 0.0}
+PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4}  # the setting of the 45-pair mean
 PAPER = {  # seed Table 2 accuracy %, (KM, CPM3C)
     (3, 8): (94.68, 96.92), (1, 7): (94.45, 100.0), (2, 7): (96.91, 100.0), (8, 9): (90.68, 97.74),
     "45 pairs": (96.38, 99.38), (0, 6, 8, 9): (42.23, 96.63), (1, 2, 7, 9): (40.42, 94.01),
@@ -30,8 +31,8 @@ def _accuracy(y, labels) -> float:
     return 100.0 * (1.0 - clustering_error(y, labels))
 
 
-def _run(X, y, k):
-    params = {} if k == 2 else K4_PARAMS
+def _run(X, y, k, params=None):
+    params = params if params is not None else ({} if k == 2 else K4_PARAMS)
     start = time.perf_counter()
     cpm3c = CPM3C(n_clusters=k, random_state=0, **params).fit(X)
     seconds = time.perf_counter() - start
@@ -58,12 +59,12 @@ def table_2(quick: bool) -> None:
     results = []
     for classes in itertools.combinations(range(10), 2):
         mask = np.isin(y, classes)
-        results.append(_run(X[mask], y[mask], 2))
+        results.append(_run(X[mask], y[mask], 2, PAIRS_45_PARAMS))
     acc, km, sc, seconds = np.mean(results, axis=0)
     worst = min(r[0] for r in results)
     paper_km, paper = PAPER["45 pairs"]
-    print(f"| mean over the 45 pairs | {paper_km} | {km:.2f} | {sc:.2f} | {paper} | {acc:.2f} "
-          f"| {seconds:.3f} |")
+    print(f"| mean over the 45 pairs (rbf, width 0.4) | {paper_km} | {km:.2f} | {sc:.2f} "
+          f"| {paper} | {acc:.2f} | {seconds:.3f} |")
     print(f"\nworst pair: {worst:.2f} %; CPM3C seconds per pair: mean {seconds:.3f} "
           "(seed Table 4: 0.75-1.10 s on 2008 hardware)\n")
 
