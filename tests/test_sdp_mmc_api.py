@@ -4,6 +4,7 @@ import httpx
 import numpy as np
 
 from algorithms.base import clustering_error
+from algorithms.registry import get_spec
 from benchmarks.gmmc import two_gaussians
 from benchmarks.sdp_mmc import semi_supervised_digits
 from tests.helpers import submit_job, wait_for_job
@@ -59,7 +60,9 @@ def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url
 
 
 def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
-    for params, n in (({}, 301), ({"n_clusters": 4}, 201)):
+    spec = get_spec("sdp_mmc")
+    for params in ({}, {"n_clusters": 4}):
+        n = spec.max_n_for(spec.parse_params(params)) + 1
         rng = np.random.default_rng(0)
         payload = {"algorithm": {"name": "sdp_mmc", "params": params},
                    "data": {"X": rng.standard_normal((n, 2)).round(3).tolist()}}
