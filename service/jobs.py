@@ -190,6 +190,12 @@ def enqueue(redis: Redis, settings: Settings, record: dict[str, Any]) -> None:
     )
 
 
+def record_id(rq_job_id: str) -> str:
+    """The service's job id of an RQ job id (a retry's RQ id is ``<job id>-<attempt>``)."""
+    base, sep, tail = rq_job_id.rpartition("-")
+    return base if sep and tail.isdigit() and len(base) == 32 else rq_job_id
+
+
 def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
              error_type: str = "WorkerError", in_api: bool = False,
              expected_rq_id: str | None = None) -> str | None:

@@ -9,7 +9,7 @@ from redis import Redis
 from rq import Worker
 
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
-from service.jobs import lost_job
+from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
 
@@ -19,7 +19,7 @@ def horse_killed(job, retpid, ret_val, rusage) -> None:
     it with the reason at once rather than on the next read."""
     signal_name = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) \
         else f"status {ret_val}"
-    lost_job(job.connection, get_settings(), job.id.split("-")[0],
+    lost_job(job.connection, get_settings(), record_id(job.id),
              f"the worker process running the job was killed ({signal_name}) before it finished",
              expected_rq_id=job.id)
 

@@ -21,7 +21,7 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
-from service.jobs import lost_job
+from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import deliver
@@ -185,7 +185,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
     stay ``running``. A timeout fails the job; a lost worker re-queues a retry-safe job once."""
     settings = get_settings()
     stores = Stores(connection, settings)
-    job_id = job.id.split("-")[0]
+    job_id = record_id(job.id)
     record = stores.jobs.get(job_id)
     if record is None or record["status"] not in ("queued", "running"):
         return
