@@ -101,13 +101,16 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
         array = np.asarray(X)
     except ValueError as exc:  # numpy refuses inhomogeneous nesting
         raise ValueError(f"{name} is ragged or not numeric: {exc}") from None
+    if array.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} must hold real numbers")
     if array.dtype.kind in "OUSV" or array.dtype == bool:
         try:
             array = array.astype(np.float64)
-        except (TypeError, ValueError):
+        except ValueError:
             raise ValueError(
                 f"{name} must contain numbers only (found {array.dtype} values)"
             ) from None
+        # A TypeError (say, a dict inside an object array) keeps numpy's own message.
     if array.dtype.kind not in "iuf":
         raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)")
     if array.ndim != 2:
@@ -115,8 +118,17 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
             f"Expected 2D array, got {array.ndim}D array instead: {name} must be a matrix with one "
             "row per point (reshape a single feature with X.reshape(-1, 1))"
         )
+    # The wording of scikit-learn's check_array, so callers matching it keep working.
+    if array.shape[0] == 0:
+        raise ValueError(
+            f"Found array with 0 sample(s) (shape={array.shape}) while a minimum of 1 is "
+            f"required: {name} is empty"
+        )
     if array.shape[1] == 0:
-        raise ValueError(f"{name} has 0 features; each point needs at least one")
+        raise ValueError(
+            f"Found array with 0 feature(s) (shape={array.shape}) while a minimum of 1 is "
+            f"required: each point of {name} needs at least one feature"
+        )
     array = np.ascontiguousarray(array, dtype=np.float64)
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")

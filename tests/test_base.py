@@ -91,6 +91,8 @@ def test_portable_arrays_round_trip_without_pickle():
     [
         ([[1.0, np.nan], [0.0, 1.0]], "NaN"),
         ([[1.0, np.inf], [0.0, 1.0]], "NaN or infinity"),
+        ([[1.0 + 1j, 0.0], [0.0, 1.0]], "Complex data not supported"),
+        (np.empty((0, 3)), "0 sample"),
         ([1.0, 2.0, 3.0], "2D"),
         ([[1.0, 2.0], [3.0]], "ragged"),
         ([["a", "b"], ["c", "d"]], "numbers"),
