@@ -1,1 +1,1 @@
-"""Maximum margin clustering algorithms with the scikit-learn estimator API (no web or queue code)."""
+"""Maximum margin clustering algorithms, scikit-learn estimator API; no web or queue code."""

@@ -158,7 +158,7 @@ def test_blobs_with_three_clusters_are_found():
 
 
 # Not applicable: these checks first set n_clusters=1 (and n_components=1), a configuration the
-# issue requires IterSVR to refuse with a ValueError (n_clusters < 2; Nystrom needs >= 10 landmarks).
+# issue requires IterSVR to refuse (n_clusters < 2 is a ValueError; Nystrom needs >= 10 landmarks).
 _SETS_ONE_CLUSTER = "sets n_clusters=1, which IterSVR rejects by contract"
 _SKIPPED_CHECKS = {
     check: _SETS_ONE_CLUSTER
