@@ -20,11 +20,13 @@ from service.problems import ProblemError, field_error
 
 
 def matrix_or_422(X: Any, field: str) -> np.ndarray:
-    if X is None or (len(X) == 0 if isinstance(X, list) else np.asarray(X).size == 0):
+    if not isinstance(X, list | np.ndarray):
+        raise field_error(422, field, "must be a matrix: a list of rows, each a list of numbers")
+    if (X.size if isinstance(X, np.ndarray) else len(X)) == 0:
         raise field_error(422, field, "is empty: send at least one row of numbers")
     try:
         return as_float_matrix(X)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # TypeError: objects where numbers belong
         raise field_error(422, field, str(exc)) from None
 
 

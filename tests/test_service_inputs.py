@@ -94,3 +94,16 @@ def test_api_keys_guard_v1_and_scope_jobs_to_their_key(redis_url):
         assert client.delete(f"/v1/jobs/{job_id}", headers={"X-API-Key": "alpha"}).json()[
             "status"] == "canceled"
         assert client.get("/healthz").status_code == 200  # health needs no key
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({}, "must be a matrix"),  # found by schemathesis: {"X": {}} on /v1/datasets was a 500
+        ("text", "must be a matrix"),
+        ([[{}]], "not 'dict'"),
+        ([], "is empty"),
+    ],
+)
+def test_matrix_that_is_not_a_list_of_rows_of_numbers_is_a_422(bad, needle):
+    refused(BASE, data(X=bad), needle)
