@@ -1,8 +1,9 @@
 """RobustSVM (thesis chapter 6): REH and ROD SDPs and ramp CCCP against scikit-learn's SVM.
 
-The section 6.5 experiment is run at half the thesis' training size (10 points per class plus 5
-ring outliers, the same 10 % share) so that the 30 SDPs of this module take about 1 s each.
-The robust SDPs use the thesis' offset-free classifier (fit_intercept=False).
+The section 6.5 experiment is run at the issue's size: 20 training points per class plus 10 ring
+outliers (n = 50) and 1,000 test points per class. The 30 SDPs of this module take about 1-2 s
+each with SCS (eps 1e-4, the default). The robust SDPs use the thesis' offset-free classifier
+(fit_intercept=False).
 """
 
 import numpy as np
@@ -17,13 +18,14 @@ from algorithms.robust_svm import (
     outlier_f_measure,
 )
 
-C = 0.1  # beta = 10, inside the thesis' grid 1e-4..1e4 and the best C of the SVM on these draws
+C = 0.1  # beta = 10, inside the thesis' grid 1e-4..1e4; the SVM's error is flat for C >= 0.01 here
+SVM_C_GRID = (1e-4, 1e-2, 0.1, 1.0, 1e2)  # the SVM gets its best C on the test set (thesis 6.5)
 REPETITIONS = 10
 
 
 def _draw(seed, radius, n_outliers):
     rng = np.random.RandomState(seed)
-    X, y, is_outlier = gaussians_with_ring_outliers(rng, radius=radius, n_per_class=10,
+    X, y, is_outlier = gaussians_with_ring_outliers(rng, radius=radius, n_per_class=20,
                                                     n_outliers=n_outliers)
     X_test, y_test = gaussian_test_set(rng, n_per_class=1000)
     return X, y, is_outlier, X_test, y_test
@@ -31,27 +33,32 @@ def _draw(seed, radius, n_outliers):
 
 @pytest.fixture(scope="module")
 def ring_55():
-    """10 draws at R = 55: test errors of SVC, REH, ROD, ramp and ROD's outlier F-measure."""
+    """10 draws at R = 55: mean test errors of SVC (best C of the grid over the 10 draws), REH,
+    ROD, ramp (C = 0.1) and ROD's mean outlier F-measure."""
     errors = {"svm": [], "reh": [], "rod": [], "ramp": []}
+    svm_errors = {svm_c: [] for svm_c in SVM_C_GRID}
     f_measures = []
     for seed in range(REPETITIONS):
-        X, y, is_outlier, X_test, y_test = _draw(1000 + seed, 55.0, 5)
-        svm = SVC(kernel="linear", C=C).fit(X, y)
-        errors["svm"].append(np.mean(svm.predict(X_test) != y_test))
+        X, y, is_outlier, X_test, y_test = _draw(1000 + seed, 55.0, 10)
+        for svm_c in SVM_C_GRID:
+            svm = SVC(kernel="linear", C=svm_c).fit(X, y)
+            svm_errors[svm_c].append(np.mean(svm.predict(X_test) != y_test))
         for method in ("reh", "rod", "ramp"):
             model = RobustSVM(method, C=C, fit_intercept=False).fit(X, y)
             errors[method].append(np.mean(model.predict(X_test) != y_test))
             if method == "rod":
                 detected = np.isin(np.arange(y.size), model.outliers_)
                 f_measures.append(outlier_f_measure(is_outlier, detected)[2])
-    return {key: float(np.mean(value)) for key, value in errors.items()}, float(np.mean(f_measures))
+    means = {key: float(np.mean(value)) for key, value in errors.items() if value}
+    means["svm"] = min(float(np.mean(value)) for value in svm_errors.values())
+    return means, float(np.mean(f_measures))
 
 
 def test_reh_and_rod_beat_the_soft_margin_svm_at_ring_radius_55(ring_55):
     errors, _ = ring_55
     # Thesis Figure 6.7: the robust methods stay near the noise-free error (Bayes 2.2 %) while
-    # the SVM degrades with R; the issue accepts below the SVM and below 6 %. Measured: SVM
-    # 32.6 %, REH 2.7 %, ROD 2.3 %.
+    # the SVM degrades with R; the issue accepts below the SVM and below 6 %. Measured (n = 50,
+    # SCS): SVM 25.8 % (best C = 1), REH 2.3 %, ROD 2.3 %.
     for method in ("reh", "rod"):
         assert errors[method] < errors["svm"], errors
         assert errors[method] < 0.06, errors
@@ -66,17 +73,19 @@ def test_rod_detects_the_ring_outliers_with_f_measure_075(ring_55):
 
 def test_ramp_cccp_beats_the_soft_margin_svm_at_ring_radius_55(ring_55):
     errors, _ = ring_55
-    assert errors["ramp"] < errors["svm"], errors  # measured 8.1 % vs 32.6 %
+    # Measured 7.6 % vs 25.8 %: CCCP is a local method, one of the 10 draws ends at 50 %.
+    assert errors["ramp"] < errors["svm"], errors
 
 
 def test_robust_methods_match_the_svm_on_clean_data():
     """No outliers: the robust methods lose at most 1 point against the SVM (issue acceptance).
 
-    Measured: SVM 4.0 %, REH 3.0 %, ROD 3.4 %, ramp 3.8 %; REH is 1.05 points *better* (the
-    offset-free classifier suits these origin-symmetric draws), so the check is one-sided.
+    10 draws of 20 + 20 points. Measured: SVM 2.7 %, REH 2.1 %, ROD 2.3 %, ramp 2.8 %; the
+    offset-free SDP classifiers suit these origin-symmetric draws and may be *better* than the
+    SVM, so the check is one-sided.
     """
     errors = {"svm": [], "reh": [], "rod": [], "ramp": []}
-    for seed in range(5):
+    for seed in range(REPETITIONS):
         X, y, _, X_test, y_test = _draw(2000 + seed, 55.0, 0)
         svm = SVC(kernel="linear", C=C).fit(X, y)
         errors["svm"].append(np.mean(svm.predict(X_test) != y_test))
@@ -103,7 +112,7 @@ def test_sdp_reports_lambda_in_the_box_and_a_relaxation_bound_below_its_primal()
     # (6.10) relaxes (6.9): its optimum is a lower bound on (6.7) at any classifier.
     assert model.objective_ <= model.primal_objective_ + 1e-3 * abs(model.primal_objective_)
     assert np.all((model.eta_ >= 0) & (model.eta_ <= 1))
-    assert model.solver_ == "CLARABEL"
+    assert model.solver_ == "SCS"
     assert isinstance(model.warnings_, list)
 
 
