@@ -178,9 +178,12 @@ def solve_two_class_sdp(
 def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
     """``omega(yy^T)`` of (3.1) without bias: the hinge-loss SVM ``min beta/2 ||w||^2 + sum xi``
     on kernel features ``Z`` (``Z Z^T = K``), solved exactly by liblinear's dual coordinate
-    descent with ``C = 1/beta`` and no intercept, then scaled by ``beta``."""
+    descent with ``C = 1/beta`` and no intercept, then scaled by ``beta``. The coordinate order
+    is seeded so the same labeling always gets the same value (unseeded, repeat evaluations
+    differed by ~1e-6 and rounding comparisons flickered)."""
     C = 1.0 / beta
-    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=1e-5, max_iter=20000)
+    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=1e-5, max_iter=20000,
+                    random_state=0)
     svm.fit(Z, y)
     w = svm.coef_[0]
     return beta * (0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - y * (Z @ w)).sum()))
