@@ -50,9 +50,14 @@ def test_joined_circles_error_at_most_2_percent():
 
 @pytest.mark.parametrize(("pair", "bound"), [((3, 8), 0.05), ((2, 7), 0.05), ((8, 9), 0.10)])
 def test_digit_pairs_with_50_points_per_class(pair, bound):
-    # iterSVR paper Table 3 setting (50 points per class); thesis Table 3.1 digits 3.0 %.
-    # Issue bound 5 %. 8-9 deviates: 9 % on every sample and width tried (see the report and
-    # benchmarks/sdp_mmc.py), so it is pinned at 10 % to catch regressions.
+    # iterSVR paper Table 3 setting: 50 points per class, drawn at random as the paper samples
+    # them (RandomState(0), the same draw for every pair); thesis Table 3.1 digits 3.0 %.
+    # Issue bound 5 %. 8-9 deviates (iterSVR Table 3: 3 %): this draw gives 9 %, and on this draw
+    # randomized rounding finds balanced labelings with a SMALLER margin objective omega(yy^T)
+    # than the true one (0.144 vs 0.148), so the exact maximum margin labeling itself is wrong
+    # here and no rounding can fix it. Widths 1/8..4x median and sigma = 2..5 D (iterSVR), linear,
+    # eps 0..0.2, beta 0.01..1, uncentred: 8-12 % with the eigenvector on every random draw tried
+    # (`python -m benchmarks.sdp_mmc --digits-89`). Pinned at 10 % to catch regressions.
     X, y = digits_subset(pair, 50, seed=0)
     model = SDPMMC(random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= bound + 1e-9
