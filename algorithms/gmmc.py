@@ -68,12 +68,35 @@ maximum of a jointly convex problem) with supergradient ``g_k = <P^T M_k P, W*>`
 exponentiated-gradient ascent with warm-started inner solves converges, and
 ``max_k g_k - beta^T g`` bounds the remaining suboptimality (the reported ``kernel_gap_``).
 
-What (12) learns: ``sum_i gamma_i`` is the relaxed minimum over labelings of ``1 / margin^2``,
-and (12) *maximizes* it over ``beta``, so it favours the kernel on which even the best clustering
-has the smallest margin: the flattest, widest RBF (``L_k + u_k u_k^T -> I``). In our runs
-(benchmarks/gmmc.py) more than 99 % of the weight goes to the 100 % width. That reproduces the
-seed's kernel-learning column on the digit pairs (equal or lower error) and on the jointed circles
-and Gaussians, but not on two concentric circles (50 % instead of 0 %), which need a narrow width.
+What (12) learns: for fixed labels, (3) is the dual of the SVM dual (1), so its value is
+``1 / (2 margin^2)``; (7)/(10) relax ``min_y`` of it, so ``sum_i gamma_i`` is the relaxed smallest
+``1 / margin^2`` over labelings. It is increasing in ``K^{-1}`` (Loewner order), so putting the
+Laplacian in place of ``K^{-1}`` does not flip any direction: a larger ``L`` is a smaller kernel and
+a smaller margin. (12) *maximizes* it over ``beta`` jointly with ``gamma`` (one convex problem),
+which selects the kernel on which even the best clustering has the smallest margin: the flattest,
+widest RBF (``L_k + u_k u_k^T -> I``); more than 99 % of the weight goes to the 100 % width on every
+set. That reproduces the seed's kernel-learning column on the digit pairs (equal or lower error),
+the jointed circles and the Gaussians, but not on two concentric circles (50 % instead of 0 %).
+Readings checked against the seed's text, none of which meets the whole column
+(``python -m benchmarks.gmmc --only readings``):
+
+* normalizing the candidates: the seed's ``L_k`` are already normalized (``lambda_max = 1`` for
+  an RBF affinity, which is PSD), and the per-width optimum of (10) divided by ``tr L_k``, by
+  ``lambda_max(L_k)`` or multiplied by ``tr L_k^+`` (the trace of Remark II's kernel, the MKL
+  convention of [13]) is still largest at the 100 % width on all seven sets (and increasing in the
+  width, except ``tr L^+`` on digits 3-8 and 8-9), so the maximum stays there (an exact Clarabel
+  solve of trace-normalized (12) on two circles: ``beta_10 = 1``, 48.8 %);
+* flipping to ``min_beta`` (margin maximization, as in [13]): ``min_beta max_gamma`` of a function
+  concave in ``beta`` is attained at a vertex, i.e. a single width, and the seed's ``max_{gamma,
+  beta}`` is not that problem; it picks the 10 % width everywhere (also with the normalizations
+  above except ``tr L^+``, which picks 20 % on digits 3-8 and 8-9): two circles 0 %, but jointed
+  circles 46.2 % (seed 0 %);
+* the bare ``L_k`` (no lifted null vector) in (12) as printed: each vertex is degenerate (``gamma =
+  0``), mixtures are not, and the maximum mixes the 20 % and 100 % widths: two circles 0 %, but the
+  jointed circles 40 %, the Gaussians 43.8 % (exact Clarabel solves) and the digit pairs 38-46 %
+  (exponentiated gradient, stopped at 30 steps).
+
+The constraints on ``beta`` in (11)/(12) are only ``beta >= 0, sum beta = 1``.
 """
 
 from __future__ import annotations

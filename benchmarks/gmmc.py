@@ -1,11 +1,12 @@
 """Reproduce GMMC's Table 1 (Valizadegan & Jin 2006) and time the low-rank solver against n.
 
-Run: ``python -m benchmarks.gmmc [--only table|equivalence|scaling]``. Prints Markdown tables:
-the paper's error beside ours with the best of the 10 widths and with kernel learning (12),
-seconds per fit, the low-rank solver beside a cvxpy/SCS solve of the same scaled SDP, and the
-largest n solved within 60 s. Data: the paper's synthetic sets are only shown as a figure, so they
-are generated here (80 points each, the size implied by the paper's error steps of 1.25 %); the
-four digit pairs come from ``sklearn.datasets.load_digits`` (BENCHMARKS.md).
+Run: ``python -m benchmarks.gmmc [--only table|readings|equivalence|scaling]``. Prints Markdown
+tables: the paper's error beside ours with the best of the 10 widths and with kernel learning (12),
+the width each reading of (12) selects (normalized candidates, min instead of max over beta, bare
+Laplacians), seconds per fit, the low-rank solver beside a cvxpy/SCS solve of the same scaled SDP,
+and the largest n solved within 60 s. Data: the paper's synthetic sets are only shown as a
+figure, so they are generated here (80 points each, the size implied by the paper's error steps of
+1.25 %); the four digit pairs come from ``sklearn.datasets.load_digits`` (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import numpy as np
 from sklearn.datasets import load_digits, make_circles
 
 from algorithms.base import clustering_error
-from algorithms.gmmc import GMMC
+from algorithms.gmmc import (
+    GMMC,
+    eliminate_bias,
+    labels_from_factor,
+    laplacian_precision,
+    learn_kernel_weights,
+    solve_gmmc_lowrank,
+    width_fractions_gammas,
+)
+from algorithms.kernels import normalized_laplacian, squared_distances
 
 # Table 1 of the seed, error %: (best width, kernel learning).
 TABLE_1 = {
@@ -102,6 +112,52 @@ def table_1():
     print()
 
 
+def kernel_learning_readings():
+    """Which width each reading of (12) selects, and its error (see the gmmc module notes).
+
+    Per width: the optimum ``phi_k`` of (10). A maximum over ``beta`` of ``phi_k / s_k`` and a
+    minimum (margin maximization) for the normalizations ``s_k`` = 1, ``tr L_k``,
+    ``lambda_max(L_k)``, ``1 / tr L_k^+``; then (12) as printed with the bare Laplacians.
+    """
+    print("## Readings of kernel learning (12): selected width (error %)\n")
+    norms = ("none", "trace", "lambda_max", "tr L^+")
+    print("| data | phi_k, 10 % ... 100 % | " + " | ".join(
+        f"max {k} | min {k}" for k in norms) + " | bare-Laplacian (12): error, beta > 0.01 |")
+    print("|---|---|" + "---|---|" * len(norms) + "---|")
+    for name, (X, y) in datasets().items():
+        sq = squared_distances(X)
+        phi, err, scale = [], [], {k: [] for k in norms}
+        bare = []
+        for g in width_fractions_gammas(sq, WIDTH_FRACTIONS):
+            K = np.exp(-g * sq)
+            L = normalized_laplacian(K)
+            bare.append(L)
+            sol = solve_gmmc_lowrank(eliminate_bias(laplacian_precision(K)), random_state=0,
+                                     certify=False)
+            phi.append(sol.dual)
+            err.append(100 * clustering_error(y, labels_from_factor(sol.V)[0]))
+            ev = np.linalg.eigvalsh(L)
+            scale["none"].append(1.0)
+            scale["trace"].append(ev.sum())
+            scale["lambda_max"].append(ev[-1])
+            scale["tr L^+"].append(1.0 / np.sum(1.0 / ev[ev > 1e-9]))
+        phi = np.array(phi)
+        cells = []
+        for k in norms:
+            value = phi / np.array(scale[k])
+            for pick in (int(np.argmax(value)), int(np.argmin(value))):
+                cells.append(f"{WIDTH_FRACTIONS[pick]:.1f} ({err[pick]:.1f})")
+        learned = learn_kernel_weights(bare, C_e=1e4, C_delta=1e5, rank=None, tol=1e-6,
+                                       max_iter=50, kernel_max_iter=30, kernel_tol=1e-4,
+                                       random_state=0)
+        bare_err = 100 * clustering_error(y, labels_from_factor(learned.solution.V)[0])
+        weights = ", ".join(f"{WIDTH_FRACTIONS[i]:.1f}: {b:.2f}"
+                            for i, b in enumerate(learned.beta) if b > 0.01)
+        print(f"| {name} | {' '.join(f'{v:.3g}' for v in phi)} | {' | '.join(cells)} | "
+              f"{bare_err:.1f} ({weights}) |")
+    print()
+
+
 def solver_equivalence(n: int = 60):
     """Low-rank solver vs cvxpy/SCS on the same scaled SDP: objective, labels, seconds."""
     X, y = digit_pair(3, 8)
@@ -144,11 +200,13 @@ def scaling(limit_seconds: float = 60.0, sizes=(250, 500, 1000, 1500, 2000, 3000
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", choices=("table", "equivalence", "scaling"),
+    parser.add_argument("--only", choices=("table", "readings", "equivalence", "scaling"),
                         help="run one part (default: all)")
     args = parser.parse_args()
     if args.only in (None, "table"):
         table_1()
+    if args.only in (None, "readings"):
+        kernel_learning_readings()
     if args.only in (None, "equivalence"):
         solver_equivalence()
     if args.only in (None, "scaling"):
