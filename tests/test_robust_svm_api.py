@@ -1,11 +1,12 @@
-"""RobustSVM end to end: labels in data.y, ramp on the fast queue, predict; bad labels: 422."""
+"""RobustSVM end to end: labels in data.y, ramp on the fast queue and the ROD SDP on the slow
+queue, predict; bad labels: 422."""
 
 import httpx
 import numpy as np
 import pytest
 
-from algorithms.robust_svm import gaussians_with_ring_outliers
-from tests.helpers import run_job
+from algorithms.robust_svm import gaussians_with_ring_outliers, outlier_f_measure
+from tests.helpers import run_job, submit_job, wait_for_job
 
 
 def test_robust_svm_ramp_job_trains_on_data_y_and_its_model_predicts(service_url):
@@ -24,6 +25,23 @@ def test_robust_svm_ramp_job_trains_on_data_y_and_its_model_predicts(service_url
                            json={"X": X[:20].tolist()}, timeout=30.0)
     assert predicted.status_code == 200, predicted.text
     assert predicted.json()["labels"] == result["labels"][:20]
+
+
+def test_robust_svm_rod_sdp_job_runs_on_the_slow_queue_and_reports_the_outliers(service_url):
+    # Section 6.5 draw at the issue's size (20 + 20 + 10 ring points at R = 55): about 1 s of SCS.
+    X, y, is_outlier = gaussians_with_ring_outliers(np.random.RandomState(1000), radius=55.0)
+    payload = {"algorithm": {"name": "robust_svm",
+                             "params": {"method": "rod", "C": 0.1, "fit_intercept": False}},
+               "data": {"X": X.tolist(), "y": y.astype(int).tolist()}}
+    job = submit_job(service_url, payload)
+    assert job["queue"] == "slow"
+    final = wait_for_job(service_url, job["id"], timeout=240)
+    assert final["status"] == "succeeded", final["error"]
+    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+    detected = np.isin(np.arange(y.size), result["extras"]["outliers"])
+    assert outlier_f_measure(is_outlier, detected)[2] >= 0.75  # same draw in-process: F = 1.0
+    assert len(result["extras"]["outlier_scores"]) == y.size
+    assert np.mean(np.array(result["labels"][:40]) == y[:40]) >= 0.85
 
 
 @pytest.mark.parametrize("y", [None, [1, 1, 1, 1]], ids=["missing", "single-class"])
