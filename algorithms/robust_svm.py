@@ -623,7 +623,9 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
 
 
 def recommended_max_n(method: str) -> int:
-    """Size limit: the SDPs have an (n+1) x (n+1) matrix variable (SCS above 80 points takes
-    minutes at n = 200, see benchmarks/robust_svm.py); ramp scales like libsvm."""
+    """Size limit: the SDPs have two (n+1) x (n+1) matrix cones; with SCS (eps 1e-4) one solve
+    took 21-70 s at n = 200 and 39-66 s at n = 250 on a shared 2-core machine (time grows about
+    like n^2.8), far inside the job timeout; ramp scales like libsvm (about 50 s at n = 10,000,
+    linear kernel). See benchmarks/robust_svm.py --timing-only."""
     return 50_000 if method == "ramp" else 250
 
