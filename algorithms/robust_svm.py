@@ -54,8 +54,8 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 
 Method = Literal["reh", "rod", "ramp"]
 # SCS (first-order, splitting) at eps 1e-4 on the rescaled SDP: about 1 s at n = 50, where the
-# interior-point Clarabel takes 20-30 s (its KKT system has O(n^2) unknowns) for the same
-# classifier; measurements in benchmarks/robust_svm.py.
+# interior-point Clarabel takes 8-50 s (its KKT system has O(n^2) unknowns; shared machine) for
+# the same classifier; measurements in benchmarks/robust_svm.py.
 SDP_DEFAULT_SOLVER = "SCS"
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 
@@ -375,7 +375,7 @@ class RobustSVMParams(AlgorithmParams):
     max_iter: int = Field(50, ge=1, le=1000, description="ramp: CCCP steps (SVM fits).")
     solver: Literal["auto", "clarabel", "scs"] = Field(
         "auto",
-        description="SDP solver: 'auto' is SCS (eps 1e-4); 'clarabel' is 20x slower at n = 50.",
+        description="SDP solver: 'auto' is SCS (eps 1e-4); 'clarabel' is 10-40x slower at n = 50.",
     )
 
 
@@ -404,7 +404,7 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         Ramp only: CCCP steps.
     solver : {"auto", "clarabel", "scs"}, default="auto"
         cvxpy solver for the SDPs. ``"auto"`` is SCS at eps 1e-4 (about 1 s at 50 points, the
-        same classifiers as the interior-point Clarabel, which takes 20-30 s there).
+        same classifiers as the interior-point Clarabel, which takes 8-50 s there).
 
     Attributes
     ----------
