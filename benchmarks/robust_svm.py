@@ -2,6 +2,7 @@
 
 Usage: python -m benchmarks.robust_svm [--repetitions 50] [--radii 15 35 55 75] [--timing]
        python -m benchmarks.robust_svm --timing-only
+       python -m benchmarks.robust_svm --robust-C 0.1  (robust methods at a fixed C)
 
 Per R: 20 points per class + 10 ring outliers (random labels), 1,000 test points per class.
 The soft-margin SVM (scikit-learn SVC, linear) uses the best C of the thesis' grid
