@@ -47,7 +47,9 @@ from algorithms.base import (
     KernelParam,
     MMCEstimatorMixin,
     ProgressCallback,
+    SDPSolverError,
     as_float_matrix,
+    check_solver_status,
     report,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
@@ -74,6 +76,7 @@ class RobustSDPSolution:
     objective: float  # SDP optimum: the relaxed value of (6.9) (REH) or of (6.11) (ROD)
     status: str
     solver: str
+    warnings: list[str]  # reduced-accuracy notes from check_solver_status, reported with results
 
 
 def solve_robust_sdp(
@@ -140,9 +143,10 @@ def solve_robust_sdp(
     try:
         problem.solve(solver=name, **options)
     except cp.error.SolverError as exc:
-        raise RuntimeError(f"the {method.upper()} SDP solver {name} failed: {exc}") from None
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or eta.value is None:
-        raise RuntimeError(f"the {method.upper()} SDP ended with status {problem.status!r}")
+        raise SDPSolverError(f"the {method.upper()} SDP solver {name} failed: {exc}") from None
+    warnings = check_solver_status(problem.status, solver=name, what=f"the {method.upper()} SDP")
+    if eta.value is None:
+        raise SDPSolverError(f"the {method.upper()} SDP ended with status {problem.status!r}")
     dual = n * np.asarray(schur_constraint.dual_value)  # the objective was divided by n
     lam = np.clip(-2.0 * dual[:n, n], 0.0, 1.0)
     return RobustSDPSolution(
@@ -152,6 +156,7 @@ def solve_robust_sdp(
         objective=n * float(problem.value) + constant,
         status=str(problem.status),
         solver=name,
+        warnings=warnings,
     )
 
 
@@ -531,9 +536,7 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         report(progress, 0, None, f"solving the {self.method.upper()} SDP for {n} points")
         solution = solve_robust_sdp(K + offset, y, beta, method=self.method, rho=self.rho,
                                     solver=self.solver)
-        if solution.status != "optimal":
-            self.warnings_.append(f"{solution.solver} reported {solution.status}: the SDP solution "
-                                  "may be inaccurate")
+        self.warnings_.extend(solution.warnings)
         # Proposition 7: w = sum_i lambda_i eta_i y_i phi(x_i) / beta.
         coef = solution.lam * solution.eta * y / beta
         f = (K + offset) @ coef
