@@ -63,7 +63,7 @@ from algorithms.base import (
     check_clustering_input,
     report,
 )
-from algorithms.kernels import NystromMap, resolve_gamma
+from algorithms.kernels import NystromMap, resolve_gamma, squared_distances
 
 # ---------------------------------------------------------------------------------------------
 # The dual of the QP (20): a small dense QP over the working set
@@ -431,6 +431,41 @@ def initial_weights(
     return w * scale, b * scale
 
 
+def largest_pairwise_distance(
+    X: np.ndarray | sp.csr_matrix, rng: np.random.RandomState, max_points: int = 2000
+) -> float:
+    """The seed's ``sigma_0`` (section 4.2): the largest distance between two data points.
+
+    Exact for ``n <= max_points``; otherwise the largest distance within ``max_points`` points
+    drawn at random (O(max_points^2 d) instead of O(n^2 d)).
+    """
+    if X.shape[0] > max_points:
+        X = X[np.sort(rng.choice(X.shape[0], size=max_points, replace=False))]
+    return float(np.sqrt(max(float(squared_distances(X).max()), 0.0)))
+
+
+@dataclass
+class PrincipalComponents:
+    """Top principal directions of coordinates ``Z``: ``(Z - mean) @ components.T``.
+
+    Applied to the kernel coordinates (Nystrom map) this is kernel PCA truncated to the leading
+    components (seed section 2.1): with every point a landmark, the Nystrom coordinates reproduce
+    the kernel matrix exactly and their principal components are the kernel-PCA coordinates.
+    """
+
+    mean: np.ndarray
+    components: np.ndarray  # (n_kept, n_coordinates)
+
+    @classmethod
+    def fit(cls, Z: np.ndarray, n_components: int) -> PrincipalComponents:
+        mean = Z.mean(axis=0)
+        _, _, vt = np.linalg.svd(Z - mean[None, :], full_matrices=False)
+        return cls(mean, vt[:n_components].copy())
+
+    def transform(self, Z: np.ndarray) -> np.ndarray:
+        return (Z - self.mean[None, :]) @ self.components.T
+
+
 class CPM3CParams(AlgorithmParams):
     """Parameters of :class:`CPM3C` (defaults from the seed and measurements, see the class)."""
 
@@ -443,6 +478,21 @@ class CPM3CParams(AlgorithmParams):
     )
     n_components: int = Field(
         300, ge=10, le=5000, description="Nystrom coordinates used for kernel='rbf'."
+    )
+    width_reference: Literal["diameter", "max_distance"] = Field(
+        "diameter",
+        description=(
+            "For kernel='rbf', gamma='auto': the distance D that width_factor multiplies, the "
+            "bounding-box diagonal ('diameter') or the largest pairwise distance ('max_distance', "
+            "the seed's sigma_0)."
+        ),
+    )
+    kpca_components: int | None = Field(
+        None, ge=1, le=5000,
+        description=(
+            "For kernel='rbf': keep only the top principal components of the kernel coordinates "
+            "(kernel PCA, seed section 2.1); None keeps all."
+        ),
     )
     C: float = Field(
         100.0, gt=0, le=1e7,
@@ -583,6 +633,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         gamma: float | str = "auto",
         width_factor: float = 1.0,
         n_components: int = 300,
+        width_reference: str = "diameter",
+        kpca_components: int | None = None,
         C: float = 100.0,
         class_balance: float = 0.03,
         epsilon: float = 0.01,
@@ -599,6 +651,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.gamma = gamma
         self.width_factor = width_factor
         self.n_components = n_components
+        self.width_reference = width_reference
+        self.kpca_components = kpca_components
         self.C = C
         self.class_balance = class_balance
         self.epsilon = epsilon
@@ -621,13 +675,23 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.normalize == "l2":
             X = normalize_rows(X)
         self.nystrom_ = None
+        self.kpca_ = None
         self.gamma_ = 0.0
         if self.kernel == "rbf":
-            self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor)
+            if self.gamma == "auto" and self.width_reference == "max_distance":
+                sigma = self.width_factor * largest_pairwise_distance(X, rng)
+                if sigma <= 0:
+                    raise ValueError("gamma='auto' needs points that are not all identical")
+                self.gamma_ = 1.0 / sigma**2
+            else:
+                self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor)
             report(progress, 0, None, f"{self.n_components} Nystrom coordinates of the rbf kernel")
             self.nystrom_ = NystromMap.fit(X, n_components=self.n_components, kernel="rbf",
                                            gamma=self.gamma_, random_state=rng)
             X = self.nystrom_.transform(X)
+            if self.kpca_components is not None:
+                self.kpca_ = PrincipalComponents.fit(X, self.kpca_components)
+                X = self.kpca_.transform(X)
         data = _Data.of(X)
         binary = self.n_clusters == 2
         step = 0
@@ -681,6 +745,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             X = normalize_rows(X)
         if self.nystrom_ is not None:
             X = self.nystrom_.transform(X)
+        if self.kpca_ is not None:
+            X = self.kpca_.transform(X)
         return np.asarray(X @ self.coef_.T) + self.intercept_[None, :]
 
     def decision_function(self, X) -> np.ndarray:
@@ -709,6 +775,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         arrays = {"coef_": self.coef_, "intercept_": self.intercept_, "labels_": self.labels_}
         if self.nystrom_ is not None:
             arrays.update(self.nystrom_.to_arrays())
+        if self.kpca_ is not None:
+            arrays.update(kpca_mean=self.kpca_.mean, kpca_components=self.kpca_.components)
         return state, arrays
 
     def _import_state(self, state, arrays):
@@ -723,4 +791,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.labels_ = np.asarray(arrays["labels_"], dtype=np.int64)
         self.nystrom_ = (
             None if state["nystrom"] is None else NystromMap.from_export(state["nystrom"], arrays)
+        )
+        self.kpca_ = (
+            PrincipalComponents(
+                np.asarray(arrays["kpca_mean"], dtype=np.float64),
+                np.asarray(arrays["kpca_components"], dtype=np.float64),
+            )
+            if "kpca_components" in arrays else None
         )

@@ -29,6 +29,11 @@ from algorithms.registry import get_spec
 
 K4_PARAMS = {"C": 3.0, "class_balance": 0.0}
 PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4}
+# The seed's kernel-PCA coordinates (section 2.1) with the width protocol of its section 4.2:
+# sigma = 0.4 sigma_0 from the grid {0.1 sigma_0, ..., sigma_0}, sigma_0 the largest pairwise
+# distance; every point a Nystrom landmark (exact kernel PCA), top 20 components kept.
+KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor": 0.4,
+               "n_components": 400, "kpca_components": 20}
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +59,6 @@ def _accuracy(y, labels) -> float:
         ((3, 8), 0.954),
         ((1, 7), 0.985),
         ((2, 7), 0.985),
-        pytest.param(
-            (8, 9), 0.962,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="measured 95.76 % linear (95.48-96.05 % over C, l, unit-norm rows, rbf "
-                "widths, restarts); started from the true classes CCCP also ends at 95.5-96.0 %",
-            ),
-        ),
     ],
 )
 def test_digit_pairs_match_table_2(digits, classes, min_accuracy):
@@ -71,9 +68,19 @@ def test_digit_pairs_match_table_2(digits, classes, min_accuracy):
     assert _accuracy(y, est.labels_) >= min_accuracy
 
 
-def test_digits_8_9_stays_at_its_measured_accuracy(digits):
-    # Measured 95.76 % (15 of 354 wrong), also when started from the true classes: the
-    # CPM3C objective's optimum, not the initialization, sits there. Floor 95.4 %.
+def test_digits_8_9_match_table_2_on_kernel_pca_coordinates(digits):
+    # Seed Table 2 "Dig 8-9": 97.74 % (issue: 96.2 %). Measured 97.74 % with KPCA_PARAMS
+    # (98.02 % with 16 or 18 components; 94.9 % with 22 and about 90 % with 25 or more, so the
+    # truncation matters: all components at this width give 89.8 %).
+    X, y = _subset(digits, (8, 9))
+    est = CPM3C(random_state=0, **KPCA_PARAMS).fit(X)
+    assert np.bincount(est.labels_, minlength=2).min() > 0
+    assert _accuracy(y, est.labels_) >= 0.962
+
+
+def test_digits_8_9_stays_at_its_measured_linear_accuracy(digits):
+    # Linear (the defaults): measured 95.76 % (15 of 354 wrong), also when started from the true
+    # classes: the CPM3C objective's optimum, not the initialization, sits there. Floor 95.4 %.
     X, y = _subset(digits, (8, 9))
     assert _accuracy(y, CPM3C(random_state=0).fit(X).labels_) >= 0.954
 
@@ -116,14 +123,31 @@ def test_four_digit_classes_keep_four_clusters_and_measured_accuracy(
     assert _accuracy(y, est.labels_) >= floor
 
 
-@pytest.mark.xfail(strict=True, reason="measured 93.97 % and 90.25 % (also with 6 restarts, "
-                   "rbf coordinates and C in 3-100); lower objectives sit on these labelings")
 @pytest.mark.parametrize(
-    ("classes", "min_accuracy"), [((0, 6, 8, 9), 0.950), ((1, 2, 7, 9), 0.925)]
+    ("classes", "min_accuracy"),
+    [
+        ((0, 6, 8, 9), 0.950),
+        pytest.param(
+            (1, 2, 7, 9), 0.925,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="measured 90.67 % (linear 90.25 %); over kernel-PCA widths 0.3-1.0 "
+                "sigma_0, 8-all components, C 1-100, l 0-0.1: 67-92.5 % when four clusters "
+                "survive, isolated peaks of 92.5-95.1 % whose neighbours fall back to 90 %; "
+                "about a quarter of the digit 1s join the 2 and 9 clusters, also when CCCP "
+                "starts from the true classes (90.5-91.6 %)",
+            ),
+        ),
+    ],
 )
-def test_four_digit_classes_match_table_2(digits, classes, min_accuracy):
+def test_four_digit_classes_match_table_2_on_kernel_pca_coordinates(
+    digits, classes, min_accuracy
+):
+    # Seed Table 2 "Dig 0689" 96.63 %, "Dig 1279" 94.01 % (issue: 95.0 % and 92.5 %). Measured
+    # with KPCA_PARAMS and C = 3, l = 0: 96.49 % (95.9-96.9 % for 16-50 components) and 90.67 %.
     X, y = _subset(digits, classes)
-    est = CPM3C(n_clusters=4, random_state=0, **K4_PARAMS).fit(X)
+    est = CPM3C(n_clusters=4, random_state=0, **KPCA_PARAMS, **K4_PARAMS).fit(X)
+    assert np.bincount(est.labels_, minlength=4).min() > 0
     assert _accuracy(y, est.labels_) >= min_accuracy
 
 
@@ -200,11 +224,18 @@ def test_dual_qp_solver_matches_a_generic_solver(seed):
     assert 0.5 * v @ Q @ v - q @ v <= problem.value + 1e-6 * max(1.0, abs(problem.value))
 
 
-@pytest.mark.parametrize(("n_clusters", "kernel"), [(2, "linear"), (4, "linear"), (3, "rbf")])
-def test_portable_model_round_trip_predicts_identically(digits, n_clusters, kernel):
+@pytest.mark.parametrize(
+    ("n_clusters", "params"),
+    [
+        (2, {"kernel": "linear"}),
+        (4, {"kernel": "linear"}),
+        (3, {"kernel": "rbf", "n_components": 100}),
+        (4, KPCA_PARAMS),
+    ],
+)
+def test_portable_model_round_trip_predicts_identically(digits, n_clusters, params):
     X, _ = _subset(digits, (0, 6, 8, 9))
-    est = CPM3C(n_clusters=n_clusters, kernel=kernel, n_components=100, random_state=0,
-                **K4_PARAMS).fit(X)
+    est = CPM3C(n_clusters=n_clusters, random_state=0, **params, **K4_PARAMS).fit(X)
     meta, arrays = est.to_model()
     loaded = CPM3C.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
@@ -281,3 +312,21 @@ def test_clone_and_registry_entry():
 def test_blobs_with_three_clusters_are_found():
     X, y = make_blobs(n_samples=150, centers=3, cluster_std=0.8, random_state=3)
     assert clustering_error(y, CPM3C(n_clusters=3, random_state=0).fit_predict(X)) <= 0.02
+
+
+def test_kernel_pca_truncation_keeps_the_leading_components_and_the_seed_width(digits):
+    X, _ = _subset(digits, (8, 9))
+    est = CPM3C(random_state=0, **KPCA_PARAMS).fit(X)
+    # sigma = 0.4 * largest pairwise distance (the seed's sigma_0).
+    diffs = X[:, None, :] - X[None, :, :]
+    sigma_0 = np.sqrt((diffs**2).sum(axis=2).max())
+    assert est.gamma_ == pytest.approx(1.0 / (0.4 * sigma_0) ** 2)
+    assert est.coef_.shape == (1, 20) and est.kpca_.components.shape[0] == 20
+    # Every point a landmark: the kept coordinates are kernel PCA's, their variances the top
+    # eigenvalues of the centered kernel matrix (divided by n), in decreasing order.
+    Z = est.kpca_.transform(est.nystrom_.transform(X))
+    K = np.exp(-est.gamma_ * (diffs**2).sum(axis=2))
+    n = X.shape[0]
+    H = np.eye(n) - 1.0 / n
+    top = np.sort(np.linalg.eigvalsh(H @ K @ H))[::-1][:20]
+    np.testing.assert_allclose((Z**2).sum(axis=0), top, rtol=1e-6)
