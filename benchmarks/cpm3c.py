@@ -21,6 +21,13 @@ from algorithms.cpm3c import CPM3C
 
 K4_PARAMS = {"C": 3.0, "class_balance": 0.0}
 PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4}  # the setting of the 45-pair mean
+# Seed protocol (sections 2.1, 4.2): kernel PCA (every point a landmark), top 20 components,
+# sigma = 0.4 sigma_0 from the grid {0.1 sigma_0, ..., sigma_0}, sigma_0 the largest distance.
+KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor": 0.4,
+               "n_components": 400, "kpca_components": 20}
+# Rows of Table 2 and the parameters of each (named pairs: linear defaults).
+ROW_PARAMS = {(8, 9): KPCA_PARAMS, (0, 6, 8, 9): {**KPCA_PARAMS, **K4_PARAMS},
+              (1, 2, 7, 9): {**KPCA_PARAMS, **K4_PARAMS}}
 PAPER = {  # seed Table 2 accuracy %, (KM, CPM3C)
     (3, 8): (94.68, 96.92), (1, 7): (94.45, 100.0), (2, 7): (96.91, 100.0), (8, 9): (90.68, 97.74),
     "45 pairs": (96.38, 99.38), (0, 6, 8, 9): (42.23, 96.63), (1, 2, 7, 9): (40.42, 94.01),
@@ -49,9 +56,11 @@ def table_2(quick: bool) -> None:
     rows = [(3, 8), (1, 7), (2, 7), (8, 9), (0, 6, 8, 9), (1, 2, 7, 9)]
     for classes in rows:
         mask = np.isin(y, classes)
-        acc, km, sc, seconds = _run(X[mask], y[mask], len(classes))
+        acc, km, sc, seconds = _run(X[mask], y[mask], len(classes), ROW_PARAMS.get(classes))
         paper_km, paper = PAPER[classes]
         name = "digits " + ("-".join if len(classes) == 2 else ",".join)(map(str, classes))
+        if classes in ROW_PARAMS:
+            name += " (kPCA 20, 0.4 sigma_0)"
         print(f"| {name} | {paper_km} | {km:.2f} | {sc:.2f} | {paper} | {acc:.2f} "
               f"| {seconds:.3f} |")
     if quick:
