@@ -113,6 +113,13 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=200_000,
         timeout_seconds=900,
         accepts_sparse=True,
+        # kernel="rbf" holds n x n_components dense coordinates (and their SVD with
+        # kpca_components): at most 6e7 entries, about 0.5 GB each.
+        max_n_rule=lambda params: (
+            200_000 if params.kernel == "linear"
+            else min(200_000, 60_000_000 // params.n_components)
+        ),
+        notes={"large_n": "kernel='rbf' allows n x n_components <= 6e7"},
     ),
     AlgorithmSpec(
         name="svc",

@@ -309,6 +309,16 @@ def test_clone_and_registry_entry():
     assert isinstance(spec.build({"n_clusters": 3}), CPM3C)
 
 
+def test_rbf_coordinates_bound_max_n_by_their_memory():
+    # kernel="rbf" stores n x n_components dense coordinates: the registry keeps that product
+    # at most 6e7 (about 0.5 GB) instead of letting a 200,000 x 5,000 request exhaust a worker.
+    spec = get_spec("cpm3c")
+    assert spec.max_n_for(spec.parse_params({})) == 200_000
+    assert spec.max_n_for(spec.parse_params({"kernel": "rbf"})) == 200_000
+    wide = spec.parse_params({"kernel": "rbf", "n_components": 5000})
+    assert spec.max_n_for(wide) * 5000 <= 60_000_000
+
+
 @pytest.mark.xfail(strict=True, reason="k > 2: one of three blobs loses its cluster (measured "
                    "32.7 % error); the score-sum balance (16) does not stop class elimination")
 def test_blobs_with_three_clusters_are_found():
