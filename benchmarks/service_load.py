@@ -141,6 +141,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop submits per second")
     parser.add_argument("--rate-seconds", type=float, default=10.0)
     parser.add_argument("--sustained-jobs", type=int, default=200)
+    parser.add_argument("--api-workers", type=int, default=1, help="uvicorn processes")
     args = parser.parse_args()
 
     rows: list[tuple[str, float, float | None]] = []
@@ -153,7 +154,7 @@ def main() -> int:
                    MMC_MAX_ACTIVE_JOBS_PER_TENANT=str(10**7))
         api_port = processes.free_port()
         base_url = f"http://127.0.0.1:{api_port}"
-        children = [processes.start_api("127.0.0.1", api_port, env)]
+        children = [processes.start_api("127.0.0.1", api_port, env, workers=args.api_workers)]
         try:
             deadline = time.monotonic() + 120
             while True:

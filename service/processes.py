@@ -73,9 +73,14 @@ def start_worker(queues: list[str], env: dict[str, str], *, name: str | None = N
                             stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL)
 
 
-def start_api(host: str, port: int, env: dict[str, str], *, log_file=None) -> subprocess.Popen:
+def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
+              workers: int = 1) -> subprocess.Popen:
+    """uvicorn serving the app; ``workers > 1`` runs that many API processes on one socket (the
+    API keeps its state in Redis, so any process can answer any request)."""
     command = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app",
                "--host", host, "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
     return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
                             stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL)
 
