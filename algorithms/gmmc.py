@@ -109,7 +109,9 @@ circles / jointed circles / Gaussians / digits 3-8, 1-7, 2-7, 8-9; the issue's b
   solution unchanged to three digits (``u`` is nearly ``e``, which the bias absorbs);
 * ``exp(-d^2 / sigma^2)`` instead of ``exp(-d^2 / (2 sigma^2))`` (widths / sqrt 2), with unit or
   zero diagonal: the same, joint ``beta`` on 100 %: 50 / 0 / 2.5 / 5.6, 0.3, 1.4, 9.0; the
-  Laplace kernel ``exp(-d / sigma)`` gives 49 % on two circles at every width;
+  Laplace kernel ``exp(-d / sigma)`` gives 49 % on two circles at every width; the fraction read
+  as ``sigma`` in ``exp(-d^2 / sigma)`` or as ``gamma`` in ``exp(-gamma d^2)`` (both times the
+  range): joint ``beta`` 1.00 on the widest candidate, two circles 50 %, jointed circles 0 %;
 * ``u`` lifted to ``10^-3`` instead of 1 (a tiny ridge, unit or zero diagonal): the degree split
   (:func:`degenerate_laplacian_labels`) is then nearly free, which happens to separate the two
   circles at every width (0 %), but joint ``beta`` is still ~0.95 on 100 % and the other rows
