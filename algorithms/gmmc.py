@@ -123,7 +123,10 @@ circles / jointed circles / Gaussians / digits 3-8, 1-7, 2-7, 8-9; the issue's b
   exponentiated gradient (SCS reports "optimal" with ``sum gamma`` = 79.9 where the certified
   optimum is 75.5; with ``eps = 1e-8`` it stops "optimal_inaccurate" after 6 minutes, still
   ``beta_10 = 1``); with the bare Laplacians SCS also
-  returns ``beta_10 = 1`` and the degree split: 0 / 50 / 45 %. Clarabel fails on the lifted LMI.
+  returns ``beta_10 = 1`` and the degree split: 0 / 50 / 45 %. Clarabel fails on the lifted LMI;
+* the labels: at the learned ``beta`` on two circles the KKT matrix has a two-dimensional null
+  space (two linear splits); both null vectors and the next three eigenvectors give 47.5-50 %,
+  so no choice of "the eigenvector for the zero eigenvalue" separates the rings.
 
 Why no reading of this kind can work on our data: on two circles only the 10 % width gives
 <= 2 % error in every construction above except the tiny ridge (the Laplace kernel: none), and
