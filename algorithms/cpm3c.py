@@ -45,6 +45,7 @@ bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = clas
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -418,6 +419,13 @@ def solve_cpm3c(
     )
 
 
+def _eliminated_clusters(labels: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Clusters holding fewer than a tenth of an even share ``n / k`` (at least one point):
+    what class elimination leaves behind (an emptied class keeps a stray point or two)."""
+    sizes = np.bincount(labels, minlength=n_clusters)
+    return np.flatnonzero(sizes < max(1.0, 0.1 * labels.size / n_clusters))
+
+
 def initial_weights(
     data: _Data, centroids: np.ndarray, binary: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -617,6 +625,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         QP (20) solves over all CCCP runs (Algorithm 2).
     n_constraints_ : int
         Size of the final working set ``Omega``.
+    warnings_ : list of str
+        Non-empty when every run left a cluster empty or under a tenth of ``n / k`` points
+        (class elimination), also raised as a ``UserWarning``.
     gamma_ : float
         The RBF width used (0 for the linear kernel).
     nystrom_ : NystromMap or None
@@ -738,15 +749,29 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             )
             step += run.n_iter
             run_labels = labels_from_scores(data.scores(run.w, run.b))
-            # Lowest objective (11) wins, but a run that emptied a cluster only if all did: the
+            # Lowest objective (11) wins, but a run that eliminated a class only if all did: the
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
-            empty = np.bincount(run_labels, minlength=self.n_clusters).min() == 0
-            key = (bool(empty), float(run.objective))
+            eliminated = _eliminated_clusters(run_labels, self.n_clusters).size > 0
+            key = (bool(eliminated), float(run.objective))
             # A later run must improve by more than rounding (sparse and dense agree then).
             if best_key is None or key[0] < best_key[0] or (
                 key[0] == best_key[0] and key[1] < best_key[1] * (1 - 1e-6)
             ):
                 result, labels, best_key = run, run_labels, key
+        self.warnings_ = []
+        eliminated = _eliminated_clusters(labels, self.n_clusters)
+        if eliminated.size:
+            # Every run lost a class: say so in the result instead of handing back fewer
+            # clusters than asked for without a word.
+            sizes = np.bincount(labels, minlength=self.n_clusters)
+            message = (
+                f"class elimination: {eliminated.size} of {self.n_clusters} clusters are empty "
+                f"or nearly so in all {self.n_restarts} runs (cluster sizes {sizes.tolist()}); "
+                "the balance (16) bounds score sums, not cluster sizes. Try more n_restarts, "
+                "another C, or itersvr (recursive bisection) for this data"
+            )
+            self.warnings_.append(message)
+            warnings.warn(message, UserWarning, stacklevel=2)
         # Back to input coordinates: f_p(x) = w_p.(x - mean)/radius + b_p.
         self.coef_ = result.w / data.radius
         self.intercept_ = result.b - self.coef_ @ data.mean

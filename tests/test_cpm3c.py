@@ -319,6 +319,18 @@ def test_rbf_coordinates_bound_max_n_by_their_memory():
     assert spec.max_n_for(wide) * 5000 <= 60_000_000
 
 
+def test_class_elimination_is_reported_not_silent():
+    # Three blobs with k = 3: every run all but empties a cluster (the xfail below). The result
+    # must say so (warnings_ reaches the job result), not return two clusters without a word.
+    X, _ = make_blobs(n_samples=150, centers=3, cluster_std=0.8, random_state=3)
+    with pytest.warns(UserWarning, match="class elimination"):
+        est = CPM3C(n_clusters=3, random_state=0).fit(X)
+    assert np.bincount(est.labels_, minlength=3).min() <= 1  # sizes 85 / 1 / 64
+    assert est.result_extras()["warnings"] and "empty" in est.result_extras()["warnings"][0]
+    X4, _ = _subset(load_digits(return_X_y=True), (0, 6, 8, 9))
+    assert CPM3C(n_clusters=4, random_state=0, **K4_PARAMS).fit(X4).warnings_ == []
+
+
 @pytest.mark.xfail(strict=True, reason="k > 2: one of three blobs loses its cluster (measured "
                    "32.7 % error); the score-sum balance (16) does not stop class elimination")
 def test_blobs_with_three_clusters_are_found():
