@@ -70,7 +70,7 @@ from algorithms.base import (
     check_clustering_input,
     report,
 )
-from algorithms.kernels import NystromMap, resolve_gamma, squared_distances
+from algorithms.kernels import NystromMap, resolve_gamma
 
 # ---------------------------------------------------------------------------------------------
 # The dual of the QP (20): a small dense QP over the working set
@@ -445,19 +445,6 @@ def initial_weights(
     return w * scale, b * scale
 
 
-def largest_pairwise_distance(
-    X: np.ndarray | sp.csr_matrix, rng: np.random.RandomState, max_points: int = 2000
-) -> float:
-    """The seed's ``sigma_0`` (section 4.2): the largest distance between two data points.
-
-    Exact for ``n <= max_points``; otherwise the largest distance within ``max_points`` points
-    drawn at random (O(max_points^2 d) instead of O(n^2 d)).
-    """
-    if X.shape[0] > max_points:
-        X = X[np.sort(rng.choice(X.shape[0], size=max_points, replace=False))]
-    return float(np.sqrt(max(float(squared_distances(X).max()), 0.0)))
-
-
 @dataclass
 class PrincipalComponents:
     """Top principal directions of coordinates ``Z``: ``(Z - mean) @ components.T``.
@@ -712,13 +699,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.kpca_ = None
         self.gamma_ = 0.0
         if self.kernel == "rbf":
-            if self.gamma == "auto" and self.width_reference == "max_distance":
-                sigma = self.width_factor * largest_pairwise_distance(X, rng)
-                if sigma <= 0:
-                    raise ValueError("gamma='auto' needs points that are not all identical")
-                self.gamma_ = 1.0 / sigma**2
-            else:
-                self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor)
+            self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor,
+                                        width_reference=self.width_reference, random_state=rng)
             report(progress, 0, None, f"{self.n_components} Nystrom coordinates of the rbf kernel")
             self.nystrom_ = NystromMap.fit(X, n_components=self.n_components, kernel="rbf",
                                            gamma=self.gamma_, random_state=rng)
@@ -729,7 +711,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         data = _Data.of(X)
         binary = self.n_clusters == 2
         step = 0
-        result, labels, best_key = None, None, None
+        result, labels, best_key, eliminated = None, None, None, None
         for restart in range(self.n_restarts):
             report(progress, step, None, f"run {restart + 1} of {self.n_restarts}: k-means "
                    f"initialization ({self.n_init} starts)")
@@ -751,15 +733,14 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             run_labels = labels_from_scores(data.scores(run.w, run.b))
             # Lowest objective (11) wins, but a run that eliminated a class only if all did: the
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
-            eliminated = _eliminated_clusters(run_labels, self.n_clusters).size > 0
-            key = (bool(eliminated), float(run.objective))
+            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters)
+            key = (bool(run_eliminated.size), float(run.objective))
             # A later run must improve by more than rounding (sparse and dense agree then).
             if best_key is None or key[0] < best_key[0] or (
                 key[0] == best_key[0] and key[1] < best_key[1] * (1 - 1e-6)
             ):
-                result, labels, best_key = run, run_labels, key
+                result, labels, best_key, eliminated = run, run_labels, key, run_eliminated
         self.warnings_ = []
-        eliminated = _eliminated_clusters(labels, self.n_clusters)
         if eliminated.size:
             # Every run lost a class: say so in the result instead of handing back fewer
             # clusters than asked for without a word.

@@ -33,19 +33,46 @@ def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
     return float(np.sqrt(np.sum((span - low) ** 2)))
 
 
+def largest_pairwise_distance(
+    X: np.ndarray | sp.spmatrix, random_state=None, max_points: int = 2000
+) -> float:
+    """The largest distance between two data points (the CPM3C seed's ``sigma_0``, section 4.2).
+
+    Exact for ``n <= max_points``; otherwise the largest distance within ``max_points`` points
+    drawn at random (O(max_points^2 d) instead of O(n^2 d)).
+    """
+    if X.shape[0] > max_points:
+        rng = check_random_state(random_state)
+        X = X[np.sort(rng.choice(X.shape[0], size=max_points, replace=False))]
+    return float(np.sqrt(max(float(squared_distances(X).max()), 0.0)))
+
+
+WidthReference = Literal["diameter", "max_distance"]
+
+
 def resolve_gamma(
-    X: np.ndarray | sp.spmatrix, gamma: GammaSpec, width_factor: float = 1.0
+    X: np.ndarray | sp.spmatrix,
+    gamma: GammaSpec,
+    width_factor: float = 1.0,
+    *,
+    width_reference: WidthReference = "diameter",
+    random_state=None,
 ) -> float:
     """Turn a ``gamma`` parameter into the number used by the RBF kernel.
 
-    * ``"auto"``: the iterSVR heuristic (section 4): ``sigma = width_factor * D`` with ``D`` from
-      :func:`data_diameter`, and ``gamma = 1 / sigma^2``.
+    * ``"auto"``: ``sigma = width_factor * D`` and ``gamma = 1 / sigma^2``, with ``D`` the
+      iterSVR heuristic (section 4, :func:`data_diameter`) or, for
+      ``width_reference="max_distance"``, :func:`largest_pairwise_distance` (``random_state``
+      draws its sample on large data).
     * ``"scale"``: scikit-learn's ``1 / (n_features * X.var())``.
     * a positive number: used as is.
     """
     if isinstance(gamma, str):
         if gamma == "auto":
-            diameter = data_diameter(X)
+            if width_reference == "max_distance":
+                diameter = largest_pairwise_distance(X, random_state)
+            else:
+                diameter = data_diameter(X)
             if diameter <= 0:
                 raise ValueError("gamma='auto' needs points that are not all identical")
             return 1.0 / (width_factor * diameter) ** 2
