@@ -3,6 +3,7 @@ the ``fast`` and ``slow`` queues, and the API under uvicorn over real HTTP. No f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -60,17 +61,24 @@ def service_workers(service_env, tmp_path_factory):
         processes.stop(process)
 
 
+@contextlib.contextmanager
+def live_api(service_env, service_workers, log_path: Path, *, workers: int = 1,
+             timeout: float = 60.0):
+    """A uvicorn API (``workers`` processes) on a free port, ready; yields its base URL."""
+    port = processes.free_port()
+    with open(log_path, "wb") as log_file:
+        api = processes.start_api("127.0.0.1", port, service_env, log_file=log_file,
+                                  workers=workers)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            processes.wait_ready(url, timeout=timeout, processes=[api, *service_workers.values()])
+            yield url
+        finally:
+            processes.stop(api)
+
+
 @pytest.fixture(scope="session")
 def service_url(service_env, service_workers, tmp_path_factory):
     """Base URL of a live API (uvicorn subprocess) with real Redis and real workers."""
-    port = processes.free_port()
-    log_file = open(tmp_path_factory.mktemp("logs") / "api.log", "wb")  # noqa: SIM115
-    api = processes.start_api("127.0.0.1", port, service_env, log_file=log_file)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_ready(url, timeout=60, processes=[api, *service_workers.values()])
-    except Exception:
-        processes.stop(api)
-        raise
-    yield url
-    processes.stop(api)
+    with live_api(service_env, service_workers, tmp_path_factory.mktemp("logs") / "api.log") as url:
+        yield url

@@ -8,21 +8,15 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from service import processes
+from tests.conftest import live_api
 from tests.helpers import wait_for_job
 
 
 @pytest.fixture(scope="module")
 def two_process_url(service_env, service_workers, tmp_path_factory):
-    port = processes.free_port()
-    log_file = open(tmp_path_factory.mktemp("logs") / "api-2.log", "wb")  # noqa: SIM115
-    api = processes.start_api("127.0.0.1", port, service_env, log_file=log_file, workers=2)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_ready(url, timeout=90, processes=[api, *service_workers.values()])
+    log_path = tmp_path_factory.mktemp("logs") / "api-2.log"
+    with live_api(service_env, service_workers, log_path, workers=2, timeout=90) as url:
         yield url
-    finally:
-        processes.stop(api)
 
 
 def test_two_api_processes_serve_one_consistent_set_of_jobs_and_models(two_process_url):
