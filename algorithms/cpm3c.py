@@ -98,39 +98,46 @@ def solve_cutting_plane_dual(
     m = q.size
     if m == 0:
         return np.zeros(0)
+    # Small dense problems (|Omega| + a few): the cost is numpy call overhead, so the loop sticks
+    # to few calls per step (take instead of ix_, a sorted free set instead of masks on s).
     scale = max(float(np.trace(Q)) / m, 1e-300)
-    Q = Q + (1e-12 * scale) * np.eye(m)
+    Q = np.array(Q, dtype=np.float64)
+    Q.flat[:: m + 1] += 1e-12 * scale
     s = np.zeros(m)
     s[:n_alpha] = 1.0
     v = np.zeros(m) if v0 is None else np.maximum(np.asarray(v0, dtype=np.float64), 0.0)
-    if s @ v > C:
-        v *= C / (s @ v)
+    total = float(v[:n_alpha].sum())
+    if total > C:
+        v *= C / total
     free = v > 0
-    sum_active = n_alpha > 0 and s @ v >= C * (1 - 1e-12)
+    sum_active = n_alpha > 0 and float(v[:n_alpha].sum()) >= C * (1 - 1e-12)
     limit = max_iter if max_iter is not None else 20 * m + 100
     for _ in range(limit):
         F = np.flatnonzero(free)
         lam = 0.0
         x = np.zeros(m)
         if F.size:
-            QF = Q[np.ix_(F, F)]
-            if sum_active and s[F].any():
-                kkt = np.zeros((F.size + 1, F.size + 1))
+            QF = Q.take(F, axis=0).take(F, axis=1)
+            # F is sorted, so it holds an alpha exactly when its first entry is one.
+            if sum_active and F[0] < n_alpha:
+                sF = s.take(F)
+                kkt = np.empty((F.size + 1, F.size + 1))
                 kkt[:-1, :-1] = QF
-                kkt[:-1, -1] = s[F]
-                kkt[-1, :-1] = s[F]
-                sol = np.linalg.solve(kkt, np.append(q[F], C))
-                x[F], lam = sol[:-1], sol[-1]
+                kkt[:-1, -1] = sF
+                kkt[-1, :-1] = sF
+                kkt[-1, -1] = 0.0
+                sol = np.linalg.solve(kkt, np.append(q.take(F), C))
+                x[F], lam = sol[:-1], float(sol[-1])
             else:
                 sum_active = False
-                x[F] = np.linalg.solve(QF, q[F])
+                x[F] = np.linalg.solve(QF, q.take(F))
         p = x - v
-        if np.max(np.abs(p)) <= 1e-12 * (1.0 + np.max(np.abs(v))):
+        if np.abs(p).max() <= 1e-12 * (1.0 + np.abs(v).max()):
             # At the minimizer of the current face: check the multipliers and free one.
             grad = Q @ v - q + lam * s
             bound = np.where(free, np.inf, grad)
             i = int(np.argmin(bound))
-            worst = bound[i]
+            worst = float(bound[i])
             if sum_active and lam < min(worst, 0.0) - tol:
                 sum_active = False
             elif worst < -tol:
@@ -145,9 +152,9 @@ def solve_cutting_plane_dual(
             j = int(np.argmin(ratios))
             if ratios[j] < step:
                 step, blocking = float(ratios[j]), int(decreasing[j])
-        growth = s @ p
+        growth = float(p[:n_alpha].sum())
         if not sum_active and growth > 0:
-            room = (C - s @ v) / growth
+            room = (C - float(v[:n_alpha].sum())) / growth
             if room < step:
                 step, blocking = max(room, 0.0), -1
         v = v + step * p
@@ -196,8 +203,12 @@ class _Data:
         F += b[None, :]
         return F
 
-    def combine(self, M: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-        """``(M X', M 1)`` for a sparse row-combination matrix ``M``: O(nnz(M) s)."""
+    @property
+    def dense(self) -> bool:
+        return not sp.issparse(self.X)
+
+    def combine(self, M: np.ndarray | sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        """``(M X', M 1)`` for a row-combination matrix ``M``: O(nnz(M) s)."""
         MX = M @ self.X
         MX = MX.toarray() if sp.issparse(MX) else np.asarray(MX)
         counts = np.asarray(M.sum(axis=1)).ravel()
@@ -270,6 +281,10 @@ def constraint_slacks(F: np.ndarray, constraints: list[_Constraint]) -> np.ndarr
     return out
 
 
+# Largest dense combination matrix (|Omega| rows x n entries, 32 MB) used for dense data.
+_DENSE_COMBINATION_LIMIT = 4_000_000
+
+
 def linearized_constraints(
     data: _Data, F: np.ndarray, constraints: list[_Constraint], n_rows: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -282,14 +297,16 @@ def linearized_constraints(
     ``(|Omega|, n_rows * (n_features + 1))``, the bias coordinates last in each row block.
     """
     n = data.n
-    rows, cols, vals, d = [], [], [], np.empty(len(constraints))
+    n_constraints = len(constraints)
+    d = np.empty(n_constraints)
+    rows, cols, vals = [], [], []
     if n_rows == 1:
         sign = np.where(F[:, 0] > 0, 1.0, -1.0)
-        for j, c in enumerate(constraints):
-            rows.append(np.full(c.index.size, j))
-            cols.append(c.index)
-            vals.append(sign[c.index])
-            d[j] = c.index.size / n
+        sizes = np.array([c.index.size for c in constraints])
+        rows.append(np.repeat(np.arange(n_constraints), sizes))
+        cols += [c.index for c in constraints]
+        vals.append(sign[np.concatenate(cols)])
+        d[:] = sizes / n
     else:
         labels = np.argmax(F, axis=1)
         for j, c in enumerate(constraints):
@@ -300,10 +317,16 @@ def linearized_constraints(
             cols += [idx, idx]
             vals += [np.ones(idx.size), -np.ones(idx.size)]
             d[j] = idx.size / n
-    M = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(len(constraints) * n_rows, n),
-    )
+    rows_, cols_, vals_ = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    shape = (n_constraints * n_rows, n)
+    if data.dense and shape[0] * shape[1] <= _DENSE_COMBINATION_LIMIT:
+        # Dense data: a dense combination matrix feeds one BLAS product; building a CSR
+        # matrix every CCCP step would cost more than the product itself. Each (row, point)
+        # pair occurs once per constraint, so plain assignment is exact.
+        M = np.zeros(shape)
+        M[rows_, cols_] = vals_
+    else:
+        M = sp.csr_matrix((vals_, (rows_, cols_)), shape=shape)
     MX, counts = data.combine(M)
     G = np.hstack([MX, counts[:, None]]) / n
     return G.reshape(len(constraints), -1), d
@@ -385,7 +408,12 @@ def solve_cpm3c(
         for _ in range(max_cccp_iter):
             G, d = linearized_constraints(data, F, constraints, n_rows)
             GB = G @ B.T
-            Q = np.block([[G @ G.T, -GB], [-GB.T, BB]])
+            n_alpha = G.shape[0]
+            Q = np.empty((n_alpha + BB.shape[0],) * 2)
+            Q[:n_alpha, :n_alpha] = G @ G.T
+            Q[:n_alpha, n_alpha:] = -GB
+            Q[n_alpha:, :n_alpha] = -GB.T
+            Q[n_alpha:, n_alpha:] = BB
             q = np.concatenate([d, -np.full(B.shape[0], class_balance)])
             if v is not None:  # warm start: old alphas, a zero for the new constraint, old mus
                 n_old = v.size - B.shape[0]
