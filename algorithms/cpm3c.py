@@ -576,7 +576,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         leading components: ``width_reference="max_distance"``, ``width_factor=0.4``,
         ``n_components >= n`` (every point a landmark: exact kernel PCA) and
         ``kpca_components=20`` give 97.74 % on digits 8-9 and, with ``C = 3, class_balance = 0``,
-        96.49 % on {0,6,8,9} (seed Table 2: 97.74 % and 96.63 %); {1,2,7,9} stays at 90.7 %.
+        96.63 % on {0,6,8,9} (seed Table 2: 97.74 % and 96.63 %); {1,2,7,9} stays at 90.1 %.
     gamma : float or {"auto", "scale"}, default="auto"
         RBF width; "auto" is ``1 / (width_factor * D)^2`` with ``D`` set by ``width_reference``.
     width_factor : float, default=1.0
