@@ -61,7 +61,10 @@ def test_digit_pairs_with_50_points_per_class(pair, bound):
     # multi-class SDP (4.8) with k = 2 (Xu & Schuurmans' setting) 10 %, sqrt or unit-length
     # rows 5.3 / 4.5 % with randomized rounding (the draw here 10 / 5 %), rank-10..40 kernels
     # 8-9 %, beta 0.001..1 with randomized rounding 6.9-7.9 %, 400 hyperplanes 5.3 %.
-    # Pinned at 10 % to catch regressions.
+    # The per-draw bound is a property of the draw (`python -m benchmarks.sdp_mmc --draws 20`):
+    # over RandomState(0..19) the eigenvector labels are within 5 % on 13 of 20 draws for 3-8
+    # (mean 5.25 %, 1-12 %), 20 of 20 for 2-7 (mean 1.1 %) and 7 of 20 for 8-9 (mean 6.95 %,
+    # 1-13 %; randomized rounding 12 of 20, mean 5.65 %). Pinned at 10 % to catch regressions.
     X, y = digits_subset(pair, 50, seed=0)
     model = SDPMMC(random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= bound + 1e-9
