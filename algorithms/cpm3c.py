@@ -303,9 +303,10 @@ def linearized_constraints(
     if n_rows == 1:
         sign = np.where(F[:, 0] > 0, 1.0, -1.0)
         sizes = np.array([c.index.size for c in constraints])
+        index = np.concatenate([c.index for c in constraints])
         rows.append(np.repeat(np.arange(n_constraints), sizes))
-        cols += [c.index for c in constraints]
-        vals.append(sign[np.concatenate(cols)])
+        cols.append(index)
+        vals.append(sign[index])
         d[:] = sizes / n
     else:
         labels = np.argmax(F, axis=1)
