@@ -44,11 +44,13 @@ KernelParam = Annotated[
     Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
 ]
 GammaParam = Annotated[
-    float | Literal["auto", "scale"],
+    float | Literal["auto", "seed", "scale"],
     Field(
         description=(
-            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the seed's own "
-            "heuristic (see the algorithm's documentation); 'scale' is 1 / (n_features * X.var())."
+            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the shared "
+            "data-adaptive width, 1 / sigma^2 with sigma the median distance from a point to its "
+            "7th nearest neighbour (local scaling); 'seed' is the seed's own heuristic (see the "
+            "algorithm's documentation); 'scale' is 1 / (n_features * X.var())."
         )
     ),
 ]

@@ -15,12 +15,17 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import euclidean_distances, linear_kernel, rbf_kernel
+from sklearn.metrics.pairwise import euclidean_distances, linear_kernel
+from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
+
+from algorithms.starts import small_problem_threads
 
 KernelName = Literal["rbf", "linear"]
 KERNELS: tuple[str, ...] = ("rbf", "linear")
-GammaSpec = float | Literal["auto", "scale"]
+GammaSpec = float | Literal["auto", "seed", "scale"]
+# Neighbour rank of the local-scaling width (Zelnik-Manor & Perona 2004 use the 7th neighbour).
+LOCAL_SCALING_NEIGHBOR = 7
 
 
 def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
@@ -50,6 +55,54 @@ def largest_pairwise_distance(
 WidthReference = Literal["diameter", "max_distance"]
 
 
+def local_scaling_gamma(
+    X: np.ndarray | sp.spmatrix,
+    n_neighbors: int = LOCAL_SCALING_NEIGHBOR,
+    random_state=None,
+    max_points: int = 2000,
+) -> float:
+    """The shared data-adaptive RBF width: ``exp(-||x - x'||^2 / (2 sigma^2))``, i.e.
+    ``gamma = 1 / (2 sigma^2)``, with ``sigma`` the median distance from a point to its
+    ``n_neighbors``-th nearest neighbour.
+
+    ``sigma`` is the local scaling of Zelnik-Manor & Perona ("Self-tuning spectral clustering",
+    NIPS 2004: ``sigma_i`` = distance to the 7th neighbour), made global by the median so that one
+    stationary kernel (and hence one out-of-sample model) serves all points; it is used as the
+    Gaussian's length scale, as in scikit-learn's ``gaussian_process.kernels.RBF``. It depends on
+    X alone, is invariant to translation and scales with X, and measures the distance at which a
+    point has a handful of neighbours: two points of one cluster are linked through a chain of
+    such neighbours, while a gap of a few ``sigma`` between clusters drives the kernel to zero.
+    The bounding-box widths of the seeds (``gamma="seed"``) are 10-30 times wider on the
+    comparison sets of ``benchmarks/defaults.py``, an almost linear kernel there. Above
+    ``max_points`` points the median is taken over ``max_points`` points drawn at random (their
+    neighbours are still searched among all points).
+    """
+    n = X.shape[0]
+    rank = min(n_neighbors, n - 1)
+    if rank < 1:
+        raise ValueError("gamma='auto' needs at least two points")
+    if not sp.issparse(X):  # shifted for the same reason as in squared_distances
+        X = np.asarray(X, dtype=np.float64) - np.asarray(X, dtype=np.float64).mean(axis=0)
+    queries = X
+    if n > max_points:
+        pick = check_random_state(random_state).choice(n, max_points, replace=False)
+        queries = X[np.sort(pick)]
+    # Column 0 is the query point itself.
+    with small_problem_threads():  # a few ms of work: threads would only spin
+        neighbors = NearestNeighbors(n_neighbors=rank + 1).fit(X)
+        distances = neighbors.kneighbors(queries)[0][:, rank]
+    # Duplicated points give zero distances: take the median over the positive ones, and when a
+    # point has more than n_neighbors copies everywhere, over the positive distances between the
+    # sampled points.
+    positive = distances[distances > 0]
+    if positive.size == 0:
+        pairwise = np.sqrt(squared_distances(queries))
+        positive = pairwise[pairwise > 0]
+    if positive.size == 0:
+        raise ValueError("gamma='auto' needs points that are not all identical")
+    return 0.5 / float(np.median(positive)) ** 2
+
+
 def resolve_gamma(
     X: np.ndarray | sp.spmatrix,
     gamma: GammaSpec,
@@ -60,28 +113,34 @@ def resolve_gamma(
 ) -> float:
     """Turn a ``gamma`` parameter into the number used by the RBF kernel.
 
-    * ``"auto"``: ``sigma = width_factor * D`` and ``gamma = 1 / sigma^2``, with ``D`` the
-      iterSVR heuristic (section 4, :func:`data_diameter`) or, for
-      ``width_reference="max_distance"``, :func:`largest_pairwise_distance` (``random_state``
-      draws its sample on large data).
+    * ``"auto"`` (the default of the algorithms): :func:`local_scaling_gamma`, the shared
+      data-adaptive width.
+    * ``"seed"``: the seeds' bounding-box rule, ``sigma = width_factor * D`` and
+      ``gamma = 1 / sigma^2``, with ``D`` the iterSVR heuristic (section 4,
+      :func:`data_diameter`) or, for ``width_reference="max_distance"``,
+      :func:`largest_pairwise_distance` (the CPM3C seed's ``sigma_0``).
     * ``"scale"``: scikit-learn's ``1 / (n_features * X.var())``.
     * a positive number: used as is.
     """
     if isinstance(gamma, str):
         if gamma == "auto":
+            return local_scaling_gamma(X, random_state=random_state)
+        if gamma == "seed":
             if width_reference == "max_distance":
                 diameter = largest_pairwise_distance(X, random_state)
             else:
                 diameter = data_diameter(X)
             if diameter <= 0:
-                raise ValueError("gamma='auto' needs points that are not all identical")
+                raise ValueError("gamma='seed' needs points that are not all identical")
             return 1.0 / (width_factor * diameter) ** 2
         if gamma == "scale":
             variance = (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
             if variance <= 0:
                 raise ValueError("gamma='scale' needs points that are not all identical")
             return 1.0 / (X.shape[1] * float(variance))
-        raise ValueError(f"unknown gamma {gamma!r}: use a positive number, 'auto' or 'scale'")
+        raise ValueError(
+            f"unknown gamma {gamma!r}: use a positive number, 'auto', 'seed' or 'scale'"
+        )
     gamma = float(gamma)
     if not np.isfinite(gamma) or gamma <= 0:
         raise ValueError(f"gamma must be a positive number, got {gamma}")
@@ -103,12 +162,26 @@ def pairwise_kernel(
 ) -> np.ndarray:
     """Dense kernel matrix between the rows of ``X`` and ``Y`` (``Y = X`` when omitted)."""
     check_kernel_name(kernel)
-    K = linear_kernel(X, Y) if kernel == "linear" else rbf_kernel(X, Y, gamma=gamma)
-    return np.asarray(K, dtype=np.float64)
+    if kernel == "linear":
+        return np.asarray(linear_kernel(X, Y), dtype=np.float64)
+    K = squared_distances(X, Y)
+    K *= -gamma
+    return np.exp(K, out=K)
 
 
-def squared_distances(X: np.ndarray, Y: np.ndarray | None = None) -> np.ndarray:
-    """Squared Euclidean distances, clipped at zero against round-off."""
+def squared_distances(X: np.ndarray | sp.spmatrix,
+                      Y: np.ndarray | sp.spmatrix | None = None) -> np.ndarray:
+    """Squared Euclidean distances, clipped at zero against round-off.
+
+    Dense inputs are first shifted by a common centre: the expansion
+    ``|x|^2 + |y|^2 - 2 x.y`` loses every digit of a distance that is small beside ``|x|``
+    (points at 1e8 + N(0, 1) came out as 0 or 2^26), and distances do not change under a shift.
+    """
+    if not sp.issparse(X) and (Y is None or not sp.issparse(Y)):
+        X = np.asarray(X, dtype=np.float64)
+        centre = (X if Y is None else np.asarray(Y, dtype=np.float64)).mean(axis=0)
+        X = X - centre
+        Y = None if Y is None else np.asarray(Y, dtype=np.float64) - centre
     D = euclidean_distances(X, Y, squared=True)
     np.maximum(D, 0.0, out=D)
     return D
