@@ -18,7 +18,7 @@ from sklearn.cluster import KMeans, SpectralClustering
 from sklearn.datasets import load_digits
 
 from algorithms.base import clustering_error
-from algorithms.cpm3c import CPM3C
+from algorithms.cpm3c import CPM3C, SEED_SETTING
 
 K4_PARAMS = {"C": 3.0, "class_balance": 0.0}
 PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4}  # the setting of the 45-pair mean
@@ -49,7 +49,7 @@ def _run(X, y, k, params=None, repeats: int = 1):
     seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
-        cpm3c = CPM3C(n_clusters=k, random_state=0, **params).fit(X)
+        cpm3c = CPM3C(n_clusters=k, random_state=0, **{**SEED_SETTING, **params}).fit(X)
         seconds.append(time.perf_counter() - start)
     km = KMeans(n_clusters=k, n_init=10, random_state=0).fit_predict(X)
     sc = SpectralClustering(n_clusters=k, affinity="nearest_neighbors", n_neighbors=10,
@@ -61,7 +61,7 @@ def _run(X, y, k, params=None, repeats: int = 1):
 def table_2(quick: bool) -> None:
     X, y = load_digits(return_X_y=True)
     # One untimed fit first, so no row pays the process's first-call costs (imports, BLAS).
-    CPM3C(random_state=0).fit(X[np.isin(y, (3, 8))])
+    CPM3C(random_state=0, **SEED_SETTING).fit(X[np.isin(y, (3, 8))])
     print("| Table 2, accuracy % | KM (paper) | KM | spectral | CPM3C (paper) | CPM3C "
           "| s/run (paper) | s/run | paper / ours |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -117,7 +117,7 @@ def scaling(quick: bool) -> None:
     for n in sizes:
         X, topic = text_like(n)
         start = time.perf_counter()
-        est = CPM3C(n_clusters=4, random_state=0, n_init=1, **K4_PARAMS).fit(X)
+        est = CPM3C(n_clusters=4, random_state=0, n_init=1, **SEED_SETTING, **K4_PARAMS).fit(X)
         seconds = time.perf_counter() - start
         times.append(seconds)
         print(f"| {n} | {X.nnz} | {seconds:.2f} | {_accuracy(topic, est.labels_):.2f} "
