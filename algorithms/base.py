@@ -47,10 +47,10 @@ GammaParam = Annotated[
     float | Literal["auto", "seed", "scale"],
     Field(
         description=(
-            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the shared "
-            "data-adaptive width, 1 / sigma^2 with sigma the median distance from a point to its "
-            "7th nearest neighbour (local scaling); 'seed' is the seed's own heuristic (see the "
-            "algorithm's documentation); 'scale' is 1 / (n_features * X.var())."
+            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
+            "data-adaptive default (iterSVR, CPM3C: 1 / (2 sigma^2), sigma the median distance "
+            "from a point to its 7th nearest neighbour; see the algorithm's documentation); "
+            "'seed' is the seed's own heuristic; 'scale' is 1 / (n_features * X.var())."
         )
     ),
 ]

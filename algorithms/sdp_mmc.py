@@ -312,9 +312,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_clusters : int, default=2
         2 solves SDP (3.5); more solves SDP (4.8).
     kernel : {"rbf", "linear"}, default="rbf"
-    gamma : float or {"auto", "scale"}, default="auto"
+    gamma : float or {"auto", "seed", "scale"}, default="auto"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,
-        so ``gamma = 1 / sigma^2``. ``"auto"`` is ``1 / median ||x_i - x_j||^2``.
+        so ``gamma = 1 / sigma^2``. ``"auto"`` (and ``"seed"``) is ``1 / median ||x_i - x_j||^2``.
     beta : float, default=0.01
         Slack parameter of the soft margin, ``beta/2 ||w||^2 + sum xi`` (thesis: 0.01, "no
         significant effect", footnote 4 of chapter 3), applied to the kernel scaled to unit
@@ -429,7 +429,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         labels = self._partial_labels(y, X.shape[0])
         n, k = X.shape[0], self.n_clusters
         if self.kernel == "rbf":
-            self.gamma_ = (median_heuristic_gamma(X) if self.gamma == "auto"
+            # The thesis's width is its default ("auto") and its "seed" alike.
+            self.gamma_ = (median_heuristic_gamma(X) if self.gamma in ("auto", "seed")
                            else resolve_gamma(X, self.gamma))
         else:
             self.gamma_ = 0.0

@@ -588,7 +588,10 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     outliers_ : ndarray
         Same as ``bounded_``: the points outside the sphere.
     support_vectors_ : ndarray of shape (n_sv + n_bsv, n_features)
-        Every point with ``beta > 0`` (the sphere's centre (4) is their combination).
+        Every point with ``beta > 0`` (the sphere's centre (4) is their combination), minus
+        ``center_``.
+    center_ : ndarray of shape (n_features,)
+        Mean of the training points, subtracted before every kernel evaluation.
     dual_coef_ : ndarray
         Their ``beta``.
     objective_ : float
@@ -664,6 +667,11 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._validate_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
+        # libsvm expands ||x - x'||^2 = |x|^2 + |x'|^2 - 2 x.x', which loses every digit of a
+        # small distance far from the origin (1e8 + N(0, 1)); the sphere does not move under a
+        # shift, so fit and predict work on X - center_.
+        self.center_ = X.mean(axis=0)
+        X = X - self.center_
         k = 2 if self.n_clusters is None else int(self.n_clusters)
         check_clustering_input(X, k if self.gamma == "auto" else 2)
         n = X.shape[0]
@@ -711,18 +719,20 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._point_labels = fit.nearest[sphere.index]
 
     # -- prediction -------------------------------------------------------------------------------
+    def _centered(self, X) -> np.ndarray:
+        check_is_fitted(self, "support_vectors_")
+        return validate_data(self, as_float_matrix(X), reset=False) - self.center_
+
     def decision_function(self, X) -> np.ndarray:
         """``R^2 - R^2(x)`` by (13)-(14): positive inside the sphere (inside a cluster contour)."""
-        check_is_fitted(self, "support_vectors_")
-        X = validate_data(self, as_float_matrix(X), reset=False)
+        X = self._centered(X)
         return self._sphere.radius**2 - self._sphere.squared_radius_of(X)
 
     def predict(self, X) -> np.ndarray:
         """Inside the sphere: the cluster of a support vector joined by an inside segment (19)
         among the ``n_neighbors`` nearest; outside: the nearest stored point's cluster, or -1
         with ``bounded_svs="outlier"``."""
-        check_is_fitted(self, "support_vectors_")
-        X = validate_data(self, as_float_matrix(X), reset=False)
+        X = self._centered(X)
         sphere = self._sphere
         # A point counts as inside when within the solver's tolerance of the contour, so the
         # support vectors themselves (on the contour) are inside.
@@ -757,7 +767,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             "labels_": self.labels_, "support_vectors_": self.support_vectors_,
             "dual_coef_": self.dual_coef_, "sv_index": self._sphere.index,
             "sv_bounded": self._sphere.bounded, "sv_labels": self._point_labels,
-            "support_": self.support_, "bounded_": self.bounded_,
+            "support_": self.support_, "bounded_": self.bounded_, "center_": self.center_,
         }
         return state, arrays
 
@@ -770,6 +780,10 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.warnings_ = list(state["warnings_"])
         self.labels_ = np.asarray(arrays["labels_"], dtype=np.int64)
         self.support_vectors_ = np.asarray(arrays["support_vectors_"], dtype=np.float64)
+        # Models exported before the centering have their support vectors in input coordinates.
+        self.center_ = np.asarray(
+            arrays.get("center_", np.zeros(self.support_vectors_.shape[1])), dtype=np.float64
+        )
         self.dual_coef_ = np.asarray(arrays["dual_coef_"], dtype=np.float64)
         self.support_ = np.asarray(arrays["support_"], dtype=np.int64)
         self.bounded_ = np.asarray(arrays["bounded_"], dtype=np.int64)
