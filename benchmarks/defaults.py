@@ -1,0 +1,248 @@
+"""Defaults against scikit-learn's clusterers: only ``n_clusters`` and ``random_state`` given.
+
+Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout]``.
+
+A user of the service sends data and ``n_clusters``. This script runs every clustering algorithm
+of the registry that way beside scikit-learn's KMeans(n_init=10),
+SpectralClustering(affinity="nearest_neighbors"), GaussianMixture and
+AgglomerativeClustering (Ward), in one run and one process, and prints a Markdown table of the
+adjusted Rand index (ARI) and seconds per set, then a summary line per algorithm: mean ARI, and
+the sets within 0.05 ARI of the best scikit-learn clusterer and of k-means.
+
+The ten public sets (``public_sets``) are those of scikit-learn's "Comparing different clustering
+algorithms on toy datasets" example at 300 points (blobs ``random_state=8``; noisy moons
+``noise=0.05``; noisy circles ``factor=0.5, noise=0.05``; anisotropic blobs (transformation
+``[[0.6, -0.6], [-0.4, 0.8]]``); blobs of varied spread ``cluster_std=[1.0, 2.5, 0.5]``; all with
+``random_state=170`` unless said; standardized as in the example), iris and wine standardized,
+300 standardized breast-cancer points (``numpy.random.default_rng(0)``), digits 4-9 and every
+second digit of {0, 1, 2}. ``heldout_sets`` makes other data of the same kinds (other seeds,
+noise, sizes, scales and offsets, and more standardized real data); no default was tuned on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering, KMeans, SpectralClustering
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    load_wine,
+    make_blobs,
+    make_circles,
+    make_moons,
+)
+from sklearn.metrics import adjusted_rand_score
+from sklearn.mixture import GaussianMixture
+from sklearn.preprocessing import StandardScaler
+
+ANISOTROPIC = np.array([[0.6, -0.6], [-0.4, 0.8]])
+
+
+@dataclass(frozen=True)
+class ClusteringSet:
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+
+    @property
+    def n_clusters(self) -> int:
+        return int(np.unique(self.y).size)
+
+
+def _standardized(name: str, X: np.ndarray, y: np.ndarray) -> ClusteringSet:
+    return ClusteringSet(name, StandardScaler().fit_transform(X), np.asarray(y))
+
+
+def _digits(name: str, digits: tuple[int, ...], every: int = 1) -> ClusteringSet:
+    X, y = load_digits(return_X_y=True)
+    index = np.flatnonzero(np.isin(y, digits))[::every]
+    return ClusteringSet(name, X[index], y[index])
+
+
+def toy_sets(n: int = 300, seed: int = 170, noise: float = 0.05,
+             blobs_seed: int = 8) -> list[ClusteringSet]:
+    """The five generated sets of scikit-learn's comparison example, standardized as there."""
+    blobs = make_blobs(n_samples=n, random_state=blobs_seed)
+    moons = make_moons(n_samples=n, noise=noise, random_state=seed)
+    circles = make_circles(n_samples=n, factor=0.5, noise=noise, random_state=seed)
+    X, y = make_blobs(n_samples=n, random_state=seed)
+    varied = make_blobs(n_samples=n, cluster_std=[1.0, 2.5, 0.5], random_state=seed)
+    return [
+        _standardized("blobs", *blobs),
+        _standardized("noisy moons", *moons),
+        _standardized("noisy circles", *circles),
+        _standardized("anisotropic blobs", X @ ANISOTROPIC, y),
+        _standardized("varied blobs", *varied),
+    ]
+
+
+def public_sets() -> list[ClusteringSet]:
+    """The ten sets of the defaults issue (BENCHMARKS.md, "Defaults against scikit-learn")."""
+    cancer_X, cancer_y = load_breast_cancer(return_X_y=True)
+    pick = np.random.default_rng(0).choice(cancer_X.shape[0], size=300, replace=False)
+    return [
+        *toy_sets(),
+        _standardized("iris", *load_iris(return_X_y=True)),
+        _standardized("wine", *load_wine(return_X_y=True)),
+        _standardized("breast cancer 300", cancer_X[pick], cancer_y[pick]),
+        _digits("digits 4-9", (4, 9)),
+        _digits("digits 0,1,2 (every 2nd)", (0, 1, 2), every=2),
+    ]
+
+
+def heldout_sets() -> list[ClusteringSet]:
+    """Data of the same kinds as :func:`public_sets`, never used to choose a default."""
+    rng = np.random.default_rng(12345)
+    sets: list[ClusteringSet] = []
+    for n, seed, noise, blobs_seed in ((200, 3, 0.05, 1), (500, 11, 0.08, 21), (400, 29, 0.03, 5)):
+        for s in toy_sets(n=n, seed=seed, noise=noise, blobs_seed=blobs_seed):
+            sets.append(ClusteringSet(f"{s.name} n={n} seed={seed}", s.X, s.y))
+    # Scale and offset: the same moons in raw units far from the origin.
+    X, y = make_moons(n_samples=300, noise=0.06, random_state=7)
+    sets.append(ClusteringSet("moons x1000 + 1e6", X * 1000.0 + 1e6, y))
+    X, y = make_blobs(n_samples=400, centers=4, cluster_std=[0.5, 1.0, 1.5, 0.8], random_state=4)
+    sets.append(ClusteringSet("4 blobs, raw units + 1e8", X + 1e8, y))
+    X, y = make_circles(n_samples=300, factor=0.4, noise=0.04, random_state=9)
+    sets.append(ClusteringSet("circles x 0.001", X * 1e-3, y))
+    # Unbalanced clusters: 1:3 and 1:5 at k = 4 and 6.
+    X, y = make_blobs(n_samples=[50, 150, 150, 150], cluster_std=0.6, random_state=2)
+    sets.append(ClusteringSet("4 blobs 1:3", X, y))
+    X, y = make_blobs(n_samples=[40, 200, 200, 200, 200, 200], cluster_std=0.5, random_state=6)
+    sets.append(ClusteringSet("6 blobs 1:5", X, y))
+    cancer_X, cancer_y = load_breast_cancer(return_X_y=True)
+    pick = rng.choice(cancer_X.shape[0], size=300, replace=False)
+    sets.append(_standardized("breast cancer 300 (other draw)", cancer_X[pick], cancer_y[pick]))
+    sets.append(_standardized("breast cancer (all)", cancer_X, cancer_y))
+    sets.append(_digits("digits 3-8", (3, 8)))
+    sets.append(_digits("digits 1-7", (1, 7)))
+    sets.append(_digits("digits {0,6,8,9}", (0, 6, 8, 9), every=2))
+    digits_X, digits_y = load_digits(return_X_y=True)
+    pick = rng.choice(digits_X.shape[0], size=600, replace=False)
+    sets.append(ClusteringSet("digits 10 classes (600)", digits_X[pick], digits_y[pick]))
+    iris_X, iris_y = load_iris(return_X_y=True)
+    sets.append(_standardized("iris (petals)", iris_X[:, 2:], iris_y))
+    wine_X, wine_y = load_wine(return_X_y=True)
+    sets.append(_standardized("wine (5 features)", wine_X[:, :5], wine_y))
+    return sets
+
+
+# ---------------------------------------------------------------------------------------------
+# The clusterers: scikit-learn's peers and the registry's algorithms, each with defaults only
+# ---------------------------------------------------------------------------------------------
+
+Clusterer = Callable[[np.ndarray, int, int], np.ndarray]
+
+
+def scikit_learn_peers() -> dict[str, Clusterer]:
+    return {
+        "k-means": lambda X, k, seed: KMeans(k, n_init=10, random_state=seed).fit_predict(X),
+        "spectral": lambda X, k, seed: SpectralClustering(
+            k, affinity="nearest_neighbors", random_state=seed).fit_predict(X),
+        "GMM": lambda X, k, seed: GaussianMixture(k, random_state=seed).fit_predict(X),
+        "Ward": lambda X, k, seed: AgglomerativeClustering(k).fit_predict(X),
+    }
+
+
+def registry_clusterer(name: str) -> Clusterer:
+    from algorithms.registry import get_spec
+
+    spec = get_spec(name)
+
+    seeded = "random_state" in spec.params_model.model_fields
+
+    def run(X: np.ndarray, k: int, seed: int) -> np.ndarray:
+        params = {"n_clusters": k, **({"random_state": seed} if seeded else {})}
+        return spec.build(params).fit(X).labels_
+
+    return run
+
+
+def clustering_algorithms() -> list[str]:
+    from algorithms.registry import all_specs
+
+    return [s.name for s in all_specs() if s.input_kind == "vectors" and s.labels != "required"]
+
+
+@dataclass
+class Score:
+    ari: float
+    seconds: float
+    error: str | None = None
+
+
+def score(clusterer: Clusterer, data: ClusteringSet, seed: int = 0) -> Score:
+    start = time.perf_counter()
+    try:
+        labels = clusterer(data.X, data.n_clusters, seed)
+    except Exception as error:  # a refusal (k > 2 unsupported, too many points) scores 0
+        return Score(0.0, time.perf_counter() - start, f"{type(error).__name__}: {error}")
+    return Score(adjusted_rand_score(data.y, labels), time.perf_counter() - start)
+
+
+def run_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0,
+              with_peers: bool = True) -> dict[str, list[Score]]:
+    clusterers: dict[str, Clusterer] = dict(scikit_learn_peers()) if with_peers else {}
+    clusterers.update({name: registry_clusterer(name) for name in algorithms})
+    return {name: [score(fn, s, seed) for s in sets] for name, fn in clusterers.items()}
+
+
+def markdown_table(sets: list[ClusteringSet], scores: dict[str, list[Score]]) -> str:
+    names = list(scores)
+    lines = ["| set | n | k | " + " | ".join(names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for i, s in enumerate(sets):
+        cells = [f"{scores[m][i].ari:.3f}" + ("!" if scores[m][i].error else "") for m in names]
+        lines.append(f"| {s.name} | {s.X.shape[0]} | {s.n_clusters} | " + " | ".join(cells) + " |")
+    means = [f"**{np.mean([v.ari for v in scores[m]]):.3f}**" for m in names]
+    lines.append("| mean ARI | | | " + " | ".join(means) + " |")
+    seconds = [f"{sum(v.seconds for v in scores[m]):.2f}" for m in names]
+    lines.append("| seconds, all sets | | | " + " | ".join(seconds) + " |")
+    return "\n".join(lines)
+
+
+def summary(scores: dict[str, list[Score]], algorithms: list[str]) -> list[str]:
+    peers = [p for p in scikit_learn_peers() if p in scores]
+    lines = []
+    for name in algorithms:
+        ari = np.array([v.ari for v in scores[name]])
+        best_peer = np.max([[v.ari for v in scores[p]] for p in peers], axis=0)
+        kmeans = np.array([v.ari for v in scores["k-means"]])
+        spectral = np.mean([v.ari for v in scores["spectral"]])
+        errors = [v.error for v in scores[name] if v.error]
+        lines.append(
+            f"- {name}: mean ARI {ari.mean():.3f} (spectral {spectral:.3f}); within 0.05 of the "
+            f"best scikit-learn clusterer on {int(np.sum(ari >= best_peer - 0.05))} of {ari.size};"
+            f" within 0.05 of k-means or better on {int(np.sum(ari >= kmeans - 0.05))} of "
+            f"{ari.size}; {sum(v.seconds for v in scores[name]):.2f} s"
+            + (f"; {len(errors)} refused ({errors[0]})" if errors else "")
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--algorithms", nargs="*", default=None,
+                        help="registry names (default: every clustering algorithm)")
+    parser.add_argument("--heldout", action="store_true", help="the held-out sets instead")
+    parser.add_argument("--seed", type=int, default=0, help="random_state of every clusterer")
+    args = parser.parse_args()
+    # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
+    # their results, not of this table.
+    warnings.simplefilter("ignore")
+    algorithms = args.algorithms if args.algorithms is not None else clustering_algorithms()
+    sets = heldout_sets() if args.heldout else public_sets()
+    scores = run_suite(sets, algorithms, seed=args.seed)
+    print(markdown_table(sets, scores))
+    print()
+    print("\n".join(summary(scores, algorithms)))
+
+
+if __name__ == "__main__":
+    main()

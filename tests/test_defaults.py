@@ -1,0 +1,171 @@
+"""The defaults a caller gets with only ``n_clusters``: against scikit-learn's clusterers.
+
+The ten public sets and the peers are those of ``benchmarks/defaults.py`` (scikit-learn's
+"comparing clustering algorithms" example at 300 points, iris, wine, breast cancer, digits), scored
+by adjusted Rand index (ARI) in one run. The other tests pin the failures that the defaults issue
+measured with the seeds' widths and starts, each beside the trivial baseline (k-means).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs, make_circles, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from algorithms.base import clustering_error
+from algorithms.cpm3c import CPM3C
+from algorithms.itersvr import IterSVR
+from algorithms.kernels import local_scaling_gamma, pairwise_kernel, squared_distances
+from algorithms.svc import SupportVectorClustering
+from benchmarks.defaults import public_sets, run_suite
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    sets = public_sets()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = run_suite(sets, ["itersvr", "cpm3c", "svc"], seed=0)
+    return sets, {name: np.array([s.ari for s in row]) for name, row in scores.items()}
+
+
+# Measured (benchmarks/defaults.py, random_state 0): spectral 0.879; itersvr 0.879 (iris 0.645
+# against spectral's 0.646), cpm3c 0.866, svc 0.777 (breast cancer 0.00).
+_BELOW_SPECTRAL = {
+    "itersvr": "mean ARI equals spectral's to 3 digits but falls short by the 4th (iris 0.645 "
+               "against 0.646): its labels are the spectral start, kept by the margin objective",
+    "cpm3c": "mean ARI 0.866 against spectral's 0.879: anisotropic blobs 0.85 (spectral 0.91), "
+             "iris 0.58, breast cancer 0.62 (the balance (16) pulls the 37:63 split to 1:1)",
+    "svc": "mean ARI 0.777: no contour splits standardized breast cancer in two at any q or p "
+           "(one cluster and fragments), wine 0.70",
+}
+_BELOW_KMEANS = {
+    "svc": "breast cancer 0.00 and wine 0.70 against k-means 0.64 and 0.90",
+}
+
+
+def _known(table: dict[str, str], name: str):
+    if name in table:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=table[name]))
+    return name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [_known(_BELOW_SPECTRAL, n) for n in ("itersvr", "cpm3c", "svc")])
+def test_default_mean_ari_reaches_spectral_clustering_in_the_same_run(suite, name):
+    _, ari = suite
+    assert ari[name].mean() >= ari["spectral"].mean()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [_known(_BELOW_KMEANS, n) for n in ("itersvr", "cpm3c", "svc")])
+def test_default_is_within_005_ari_of_k_means_on_every_public_set(suite, name):
+    sets, ari = suite
+    behind = [s.name for s, ours, km in zip(sets, ari[name], ari["k-means"], strict=True)
+              if ours < km - 0.05]
+    assert behind == []
+
+
+def _three_rings(n_per_ring: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    angles = rng.uniform(0, 2 * np.pi, 3 * n_per_ring)
+    y = np.repeat(np.arange(3), n_per_ring)
+    radius = (1.0 + y) + rng.normal(0, 0.08, y.size)
+    return np.column_stack([radius * np.cos(angles), radius * np.sin(angles)]), y
+
+
+def _moons_and_circles():
+    # The example's shapes and noise (0.05) with a seed of their own (the public set uses 170).
+    moons = make_moons(n_samples=300, noise=0.05, random_state=3)
+    circles = make_circles(n_samples=300, factor=0.5, noise=0.05, random_state=3)
+    return [("moons", *moons, 2), ("circles", *circles, 2)]
+
+
+def _ours(estimator, k: int, X: np.ndarray) -> np.ndarray:
+    params = {"random_state": 0} if estimator is not SupportVectorClustering else {}
+    return estimator(k, **params).fit(X).labels_
+
+
+@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
+@pytest.mark.parametrize(("name", "X", "y", "k"), _moons_and_circles(),
+                         ids=[s[0] for s in _moons_and_circles()])
+def test_defaults_separate_moons_and_circles_that_k_means_cannot(estimator, name, X, y, k):
+    # Measured with the seeds' widths (sigma = 3 x the bounding-box diagonal): ARI 0.0-0.5.
+    kmeans = adjusted_rand_score(y, KMeans(k, n_init=10, random_state=0).fit_predict(X))
+    assert kmeans < 0.6
+    assert adjusted_rand_score(y, _ours(estimator, k, X)) >= 0.95
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open: ARI 0.37-0.50 (SVC 0.36), like SpectralClustering's 0.50. Outer-ring points in sparse "
+    "arcs have a middle-ring point among their 6 nearest neighbours, so every kNN graph joins "
+    "rings before it joins each ring's arcs, and the spectral start is wrong; the margin "
+    "objectives do not leave it. Moons at noise 0.06-0.08 fail the same way on some seeds."))
+@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
+def test_defaults_separate_three_rings(estimator):
+    X, y = _three_rings()
+    assert adjusted_rand_score(y, _ours(estimator, 3, X)) >= 0.95
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 6])
+def test_cpm3c_keeps_every_cluster_of_separated_blobs(k):
+    centers = [(8.0 * (i % 3), 8.0 * (i // 3)) for i in range(k)]
+    X, y = make_blobs(n_samples=60 * k, centers=centers, cluster_std=0.8, random_state=k)
+    est = CPM3C(n_clusters=k, random_state=0).fit(X)
+    assert np.bincount(est.labels_, minlength=k).min() >= 50
+    assert clustering_error(y, est.labels_) <= 0.02
+    assert est.warnings_ == []
+
+
+def test_cpm3c_splits_two_distinct_points_repeated():
+    # Every start margin is exactly 1 here: the first constraint (14) was empty and W = 0
+    # stationary, so one cluster came back.
+    X = np.repeat([[0.0, 0.0], [1.0, 1.0]], 10, axis=0)
+    for kernel in ("linear", "rbf"):
+        labels = CPM3C(kernel=kernel, random_state=0).fit(X).labels_
+        assert clustering_error(np.repeat([0, 1], 10), labels) == 0.0
+
+
+@pytest.mark.parametrize(("sizes", "grid"), [([60, 180, 180, 180], 2), ([40] + [200] * 5, 3)])
+def test_itersvr_bisection_finds_unequal_clusters(sizes, grid):
+    # 1:3 at k = 4 and 1:5 at k = 6. The seed's k-means starts with a class_balance + 1/k
+    # balance measured 4.5 % and 9.2-15 % error on these (seeds 0-2).
+    centers = [(8.0 * (i % grid), 8.0 * (i // grid)) for i in range(len(sizes))]
+    X, y = make_blobs(n_samples=sizes, centers=centers, cluster_std=0.8, random_state=0)
+    k = len(sizes)
+    assert clustering_error(y, IterSVR(n_clusters=k, random_state=0).fit(X).labels_) <= 0.005
+    seed_setting = IterSVR(n_clusters=k, random_state=0, gamma="seed", init="k-means").fit(X)
+    assert clustering_error(y, seed_setting.labels_) >= 0.03
+
+
+@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
+def test_a_constant_offset_changes_no_label(estimator):
+    # +1e8 on every coordinate: the expansion |x|^2 + |y|^2 - 2 x.y lost every digit (iterSVR
+    # 40 %, SVC 45 % error); distances are now taken after a shift to the data's mean.
+    X, y = make_blobs(n_samples=200, centers=[(0, 0), (6, 0)], cluster_std=1.0, random_state=1)
+    params = {"random_state": 0} if estimator is not SupportVectorClustering else {}
+    centred = estimator(2, **params).fit(X)
+    shifted = estimator(2, **params).fit(X + 1e8)
+    assert clustering_error(y, centred.labels_) <= 0.01
+    np.testing.assert_array_equal(shifted.labels_, centred.labels_)
+    np.testing.assert_array_equal(shifted.predict(X[:20] + 1e8), centred.predict(X[:20]))
+
+
+def test_squared_distances_are_exact_far_from_the_origin():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    np.testing.assert_allclose(squared_distances(X + 1e8), squared_distances(X), atol=1e-6)
+    np.testing.assert_allclose(pairwise_kernel(X + 1e8, X[:5] + 1e8, gamma=0.5),
+                               pairwise_kernel(X, X[:5], gamma=0.5), atol=1e-9)
+
+
+def test_local_scaling_width_follows_the_data_scale_and_ignores_offsets():
+    X, _ = make_moons(n_samples=200, noise=0.05, random_state=0)
+    gamma = local_scaling_gamma(X)
+    assert local_scaling_gamma(X * 1000.0 + 1e6) == pytest.approx(gamma * 1e-6, rel=1e-6)
+    # sigma is the median distance to the 7th neighbour: exp(-d^2 / (2 sigma^2)).
+    d7 = np.sort(np.sqrt(squared_distances(X)), axis=1)[:, 7]
+    assert gamma == pytest.approx(0.5 / np.median(d7) ** 2)
