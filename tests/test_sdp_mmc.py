@@ -160,7 +160,26 @@ def test_randomized_rounding_never_worse_than_the_eigenvector_in_objective():
     Z = psd_factor(K / unit_trace_scale(K))
     eigen_value = two_class_margin_objective(Z, np.where(eigen.labels_ == 1, 1.0, -1.0), 0.01)
     assert model.rounded_objective_ <= eigen_value + 1e-9
+    # The reported objective is that of the labels returned, not of some other candidate.
+    returned = two_class_margin_objective(Z, np.where(model.labels_ == 1, 1.0, -1.0), 0.01)
+    assert model.rounded_objective_ == pytest.approx(returned, rel=1e-6)
     assert abs(np.count_nonzero(model.labels_) - 40) <= 0.1 * 80 / 2  # balance kept
+
+
+def test_randomized_rounding_picks_a_hyperplane_when_the_eigenvector_is_not_best():
+    # M = V V^T with V = [2 a, b]: the leading eigenvector is the labeling a, the objective
+    # prefers the orthogonal labeling b, which only hyperplanes with |r_2| > 2 |r_1| give
+    # (probability about 0.3 each). A rounding that kept candidate 0 (the eigenvector) fails.
+    a = np.r_[np.ones(8), -np.ones(8)]
+    b = np.tile([1.0, -1.0], 8)
+    V = np.column_stack((2.0 * a, b))
+    y, value, winner = randomized_rounding(V @ V.T, lambda v: -abs(v @ b), limit=0,
+                                           n_trials=30, random_state=0)
+    assert winner > 0
+    assert abs(y @ b) == 16 and value == -16
+    _, eigen_value, _ = randomized_rounding(V @ V.T, lambda v: -abs(v @ b), limit=0,
+                                            n_trials=0, random_state=0)
+    assert eigen_value == 0  # the eigenvector alone: orthogonal to b
 
 
 # --- out-of-sample model and export -------------------------------------------------------------
