@@ -629,6 +629,13 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.sdp_max_iter = sdp_max_iter
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # X is a list of integer sequences of any lengths, not a samples x features matrix:
+        # scikit-learn's estimator checks, which feed matrices, skip it for this tag.
+        tags.input_tags.two_d_array = False
+        return tags
+
     # -- fitting ----------------------------------------------------------------------------------
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Learn states for the positions of ``X``, a list of 1-D integer sequences.

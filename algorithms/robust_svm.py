@@ -54,7 +54,7 @@ from pydantic import Field
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from algorithms.base import (
     AlgorithmParams,
@@ -532,19 +532,31 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.solver = solver
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # (6.1)-(6.11) are binary; y must have 2 classes
+        return tags
+
     # -- fitting ----------------------------------------------------------------------------------
     def _signed_labels(self, y: Any, n_samples: int) -> np.ndarray:
-        if y is None:
-            raise ValueError("RobustSVM is supervised: y (one label per point) is required")
+        if y is None:  # wording as scikit-learn's check_requires_y_none expects
+            raise ValueError("RobustSVM requires y to be passed, but the target y is None: y (one "
+                             "label per point) is required")
         y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)  # a column vector, as scikit-learn's classifiers take
         if y.ndim != 1 or y.shape[0] != n_samples:
             raise ValueError(f"y must be 1-D with one label per point ({n_samples}), got {y.shape}")
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise ValueError("y contains NaN or infinity")
-        kind = type_of_target(y)
+        kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind not in ("binary", "multiclass") or np.unique(y).size != 2:
             found = np.unique(y).size if kind in ("binary", "multiclass") else kind
-            raise ValueError(f"y must hold exactly two classes (binary classifier), got {found}")
+            noun = "class" if found == 1 else "classes"
+            raise ValueError(
+                "Only binary classification is supported: y must hold exactly two classes, "
+                f"got {found} {noun}"
+            )
         self.classes_, index = np.unique(y, return_inverse=True)
         return np.where(index == 1, 1.0, -1.0)
 
