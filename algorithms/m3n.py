@@ -513,7 +513,8 @@ class UnsupervisedM3NParams(AlgorithmParams):
     sdp_tol: float = Field(1e-3, gt=0, le=1e-1, description="Exact method: solver tolerance "
                            "of the CDHMM relaxation (SCS eps_abs = eps_rel).")
     sdp_max_iter: int = Field(3000, ge=10, le=200000, description="Exact method: solver "
-                              "iteration limit; reaching it fails the job with the solver status.")
+                              "iteration limit; a solve stopped there is reported in warnings "
+                              "(inaccurate) or fails the job with the solver status.")
     random_state: RandomStateParam = None
 
 
@@ -549,8 +550,9 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Exact method: solver tolerance (SCS ``eps_abs = eps_rel``). Labels come from the leading
         structure of ``M``; Table 5.1's errors do not move between 1e-3 and 1e-5.
     sdp_max_iter : int, default=3000
-        Exact method: solver iteration limit. A solve that stops there without an accurate
-        solution raises :class:`~algorithms.base.SDPSolverError` with the status.
+        Exact method: solver iteration limit. A solve stopped there is reported in
+        ``warnings_`` (status optimal_inaccurate) or, without a usable solution, raises
+        :class:`~algorithms.base.SDPSolverError` with the status.
     random_state : int or None
 
     Attributes
