@@ -93,7 +93,7 @@ def test_default_intercept_follows_the_data_where_the_offset_free_sdp_cannot(met
     # Section 6.5 moved by (8, -8), across the Bayes boundary x1 = x2: a classifier through the
     # origin cannot separate it (measured 54 % REH, 41 % ROD on this draw); the default is
     # translation equivariant (median origin, unregularised b), so it labels the moved test set
-    # as it labels the original one (3.6 % / 3.4 %).
+    # as it labels the original one (3.8 % / 3.4 % test error).
     X, y, _, X_test, y_test = _draw(1000, 55.0, 10)
     shift = np.array([8.0, -8.0])
     original = RobustSVM(method, C=C).fit(X, y)
