@@ -118,7 +118,7 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
     if array.ndim != 2:
         raise ValueError(
             f"Expected 2D array, got {array.ndim}D array instead: {name} must be a matrix with one "
-            "row per point (reshape a single feature with X.reshape(-1, 1))"
+            "row per point. Reshape your data with X.reshape(-1, 1) if it has a single feature"
         )
     # The wording of scikit-learn's check_array, so callers matching it keep working.
     if array.shape[0] == 0:

@@ -793,8 +793,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by an SVM trained on the found labels with the learned kernel."""
+        decision = self.decision_function(X)  # checks fitted first: NotFittedError, not Attribute
         classes = self.classifier_[0].classes
-        return np.where(self.decision_function(X) > 0, classes[1], classes[0]).astype(np.int64)
+        return np.where(decision > 0, classes[1], classes[0]).astype(np.int64)
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

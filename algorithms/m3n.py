@@ -30,6 +30,7 @@ New sequences are labeled by Viterbi under the learned ``(E, T)`` (the M3N's own
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -44,6 +45,8 @@ from algorithms.base import (
     MMCEstimatorMixin,
     ProgressCallback,
     RandomStateParam,
+    SDPSolverError,
+    check_solver_status,
     clustering_error,
     report,
 )
@@ -259,6 +262,7 @@ class CDHMMRelaxation:
     transition: np.ndarray
     objective: float
     status: str
+    warnings: list[str]  # reduced-accuracy notes from check_solver_status
 
 
 def solve_cdhmm_relaxation(
@@ -270,8 +274,8 @@ def solve_cdhmm_relaxation(
     epsilon: float,
     pair_epsilon: float,
     solver: str = "SCS",
-    max_iters: int = 3000,
-    eps: float = 1e-3,
+    tol: float = 1e-3,
+    max_iter: int = 3000,
 ) -> CDHMMRelaxation:
     """Minimise the relaxed margin loss (5.24) over ``M, N, C, D`` s.t. (5.25)-(5.27).
 
@@ -297,6 +301,10 @@ def solve_cdhmm_relaxation(
     for labelings. Without ``C e = e`` the relaxation is unbounded below relative to every
     labeling (``C = 0`` removes the loss terms while ``<M, K>`` stays free), and the second
     marginalisation, missing from (2.49) as printed, is the one Taskar et al. (2003) impose.
+
+    ``tol`` and ``max_iter`` are the solver's (SCS: ``eps_abs = eps_rel = tol``); the status is
+    checked as for every SDP of the package: inaccurate -> ``warnings``, anything else ->
+    :class:`~algorithms.base.SDPSolverError`.
     """
     import cvxpy as cp
 
@@ -358,15 +366,25 @@ def solve_cdhmm_relaxation(
     constraints.append(t_column @ ones_row >= m[batch.last, :])
     objective = p1 + linear / (2.0 * beta) + sum(quadratic) / (2.0 * beta) + cp.sum(t)
     problem = cp.Problem(cp.Minimize(objective), constraints)
-    kwargs: dict[str, Any] = {"max_iters": max_iters, "eps": eps} if solver == "SCS" else {}
-    problem.solve(solver=solver, **kwargs)
+    what = f"the CDHMM relaxation (5.28), {p1} positions"
+    if solver == "SCS":
+        options: dict[str, Any] = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
+    else:
+        options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
+    try:
+        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
+    except cp.error.SolverError as exc:
+        raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
+    notes = check_solver_status(problem.status, solver=solver, what=what)
     if C.value is None:
-        raise RuntimeError(f"the CDHMM relaxation did not solve (status {problem.status})")
+        raise SDPSolverError(f"{solver} returned no solution for {what}")
     D_value = D.value if p2 > 0 else np.zeros((0, k * k))
     N_value = N.value if p2 > 0 else np.zeros((0, 0))
     return CDHMMRelaxation(
         C.value, D_value, M.value, N_value, We.value, Wt.value, float(problem.value),
-        str(problem.status),
+        str(problem.status), notes,
     )
 
 
@@ -490,6 +508,13 @@ class UnsupervisedM3NParams(AlgorithmParams):
     max_iter: int = Field(50, ge=1, le=1000, description="Alternations (train M3N, relabel).")
     tol: float = Field(1e-3, gt=0, le=1, description="Cutting-plane tolerance per position "
                        "for the supervised M3N.")
+    sdp_solver: Literal["SCS", "CLARABEL"] = Field(
+        "SCS", description="Exact method: cvxpy solver of the CDHMM relaxation.")
+    sdp_tol: float = Field(1e-3, gt=0, le=1e-1, description="Exact method: solver tolerance "
+                           "of the CDHMM relaxation (SCS eps_abs = eps_rel).")
+    sdp_max_iter: int = Field(3000, ge=10, le=200000, description="Exact method: solver "
+                              "iteration limit; a solve stopped there is reported in warnings "
+                              "(inaccurate) or fails the job with the solver status.")
     random_state: RandomStateParam = None
 
 
@@ -519,6 +544,15 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Maximum alternations.
     tol : float, default=1e-3
         Cutting-plane tolerance (per position) of the supervised M3N solver.
+    sdp_solver : {"SCS", "CLARABEL"}, default="SCS"
+        Exact method: the cvxpy solver of the relaxation.
+    sdp_tol : float, default=1e-3
+        Exact method: solver tolerance (SCS ``eps_abs = eps_rel``). Labels come from the leading
+        structure of ``M``; Table 5.1's errors do not move between 1e-3 and 1e-5.
+    sdp_max_iter : int, default=3000
+        Exact method: solver iteration limit. A solve stopped there is reported in
+        ``warnings_`` (status optimal_inaccurate) or, without a usable solution, raises
+        :class:`~algorithms.base.SDPSolverError` with the status.
     random_state : int or None
 
     Attributes
@@ -537,6 +571,9 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Margin loss after every M3N training of the kept run (alternating method).
     relaxation_objective_ : float
         Optimal value of the relaxed problem (exact method).
+    warnings_ : list of str
+        Solver reports worth knowing (exact method: an inaccurate relaxation), returned with
+        job results.
     n_iter_ : int
         Alternations of the kept run (1 for the exact method).
 
@@ -575,6 +612,9 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         em_iter: int = 100,
         max_iter: int = 50,
         tol: float = 1e-3,
+        sdp_solver: str = "SCS",
+        sdp_tol: float = 1e-3,
+        sdp_max_iter: int = 3000,
         random_state: int | None = None,
     ):
         self.n_states = n_states
@@ -586,7 +626,17 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.em_iter = em_iter
         self.max_iter = max_iter
         self.tol = tol
+        self.sdp_solver = sdp_solver
+        self.sdp_tol = sdp_tol
+        self.sdp_max_iter = sdp_max_iter
         self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # X is a list of integer sequences of any lengths, not a samples x features matrix:
+        # scikit-learn's estimator checks, which feed matrices, skip it for this tag.
+        tags.input_tags.two_d_array = False
+        return tags
 
     # -- fitting ----------------------------------------------------------------------------------
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
@@ -604,6 +654,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             )
         self.n_symbols_ = int(batch.flat.max()) + 1
         rng = check_random_state(self.random_state)
+        self.warnings_: list[str] = []
         if self.method == "exact":
             labels, solution, n_iter, history = self._fit_exact(batch, rng, progress)
         else:
@@ -646,8 +697,10 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                "positions")
         relaxation = solve_cdhmm_relaxation(
             batch, k, V, beta=self.beta, epsilon=self.class_balance,
-            pair_epsilon=self.pair_balance,
+            pair_epsilon=self.pair_balance, solver=self.sdp_solver, tol=self.sdp_tol,
+            max_iter=self.sdp_max_iter,
         )
+        self.warnings_ += relaxation.warnings
         self.relaxation_objective_ = relaxation.objective
         report(progress, 1, relaxation.objective, f"relaxation solved ({relaxation.status})")
         recovered = recover_labels(relaxation.M, k, random_state=rng.randint(2**31 - 1))
@@ -695,7 +748,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _export_state(self):
         state = {
             "n_symbols_": self.n_symbols_, "objective_": self.objective_, "n_iter_": self.n_iter_,
-            "objective_history_": self.objective_history_,
+            "objective_history_": self.objective_history_, "warnings_": list(self.warnings_),
         }
         arrays = {
             "emission_": self.emission_, "transition_": self.transition_,
@@ -709,6 +762,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.objective_ = float(state["objective_"])
         self.n_iter_ = int(state["n_iter_"])
         self.objective_history_ = list(state.get("objective_history_", []))
+        self.warnings_ = list(state.get("warnings_", []))
         self.emission_ = np.asarray(arrays["emission_"], dtype=np.float64)
         self.transition_ = np.asarray(arrays["transition_"], dtype=np.float64)
         ends = np.cumsum(arrays["labels_lengths"])

@@ -208,7 +208,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         params_model=RobustSVMParams,
         summary=(
             "Supervised binary SVM with outlier ablation: 'reh' (robust eta-hinge SDP), 'rod' "
-            "(outlier-detection SDP) or 'ramp' (CCCP on the ramp loss, libsvm steps, large n)."
+            "(outlier-detection SDP) or 'ramp' (alternating (w, eta) minimisation of the ramp "
+            "loss, libsvm steps, large n)."
         ),
         seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm (chapter 6)",
         labels="required",

@@ -102,7 +102,7 @@ def timing() -> None:
     for kernel in ("linear", "rbf"):
         started = time.perf_counter()
         model = RobustSVM("ramp", kernel=kernel, C=1.0).fit(X, y)
-        print(f"| ramp CCCP, {kernel} ({model.n_iter_} libsvm fits) | {y.size} | "
+        print(f"| ramp alternation, {kernel} ({model.n_iter_} libsvm fits) | {y.size} | "
               f"{time.perf_counter() - started:.1f} | |", flush=True)
 
 

@@ -25,6 +25,7 @@ from benchmarks.gmmc import (
     two_gaussians,
     two_jointed_circles,
 )
+from tests.baselines import kmeans_error
 
 C_E, C_DELTA = 1e4, 1e5  # the seed's constants (sections 3.1 and 3.2)
 
@@ -135,52 +136,69 @@ def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
 # -- Table 1 of the seed, best width of the 10 -------------------------------------------------
 
 # (data, width fraction, the issue's bound on the error % with the best width; seed Table 1,
-# "Optimal Kernel Width" GMMC column). The width is one of the seed's 10 (10 %, ..., 100 % of the
-# range of pairwise distances), the best found by benchmarks/gmmc.py, except digits 1-7 and 2-7:
-# their best, 10 %, nearly disconnects the graph and the solve takes ~50x longer, so the test uses
-# 20 % (0.0 % and 0.3 % error in the benchmark, still within the bound).
+# "Optimal Kernel Width" GMMC column; the margin in points by which GMMC beats k-means on the same
+# points). The width is one of the seed's 10 (10 %, ..., 100 % of the range of pairwise
+# distances), the best found by benchmarks/gmmc.py, except digits 1-7 and 2-7: their best, 10 %,
+# nearly disconnects the graph and the solve takes ~50x longer, so the test uses 20 % (0.0 % and
+# 0.3 % error in the benchmark, still within the bound).
+# Measured (GMMC / k-means, %): circles 0 / 48.75, jointed 0 / 8.75, Gaussians 2.5 / 3.75, 3-8
+# 2.8 / 5.32, 1-7 0 / 0, 2-7 0.28 / 3.09, 8-9 5.65 / 8.76. On digits 1-7 GMMC does NOT beat
+# k-means: both are exact (margin 0, asserted as a tie); the seed's own 2.2 % is worse than it.
 BEST_WIDTH_CASES = [
-    ("two circles", two_circles, 0.1, 0.0),
-    ("two jointed circles", two_jointed_circles, 0.2, 1.0),
-    ("two Gaussians", two_gaussians, 0.3, 2.5),
-    ("digits 3-8", lambda: digit_pair(3, 8), 0.2, 6.6),
-    ("digits 1-7", lambda: digit_pair(1, 7), 0.2, 3.2),
-    ("digits 2-7", lambda: digit_pair(2, 7), 0.2, 1.5),
-    ("digits 8-9", lambda: digit_pair(8, 9), 0.2, 16.0),
+    ("two circles", two_circles, 0.1, 0.0, 40.0),
+    ("two jointed circles", two_jointed_circles, 0.2, 1.0, 5.0),
+    ("two Gaussians", two_gaussians, 0.3, 2.5, 1.0),
+    ("digits 3-8", lambda: digit_pair(3, 8), 0.2, 6.6, 2.0),
+    ("digits 1-7", lambda: digit_pair(1, 7), 0.2, 3.2, 0.0),
+    ("digits 2-7", lambda: digit_pair(2, 7), 0.2, 1.5, 2.0),
+    ("digits 8-9", lambda: digit_pair(8, 9), 0.2, 16.0, 2.0),
 ]
 
 
-@pytest.mark.parametrize(("name", "make", "fraction", "bound"), BEST_WIDTH_CASES,
+@pytest.mark.parametrize(("name", "make", "fraction", "bound", "margin"), BEST_WIDTH_CASES,
                          ids=[c[0] for c in BEST_WIDTH_CASES])
-def test_table_1_error_with_the_best_width_is_within_the_issue_bound(name, make, fraction, bound):
+def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
+    name, make, fraction, bound, margin
+):
     X, y = make()
     model = GMMC(width_fraction=fraction, random_state=0).fit(X)
-    assert 100 * clustering_error(y, model.labels_) <= bound + 1e-9
+    error = 100 * clustering_error(y, model.labels_)
+    assert error <= bound + 1e-9
     assert model.solver_status_ == "optimal", model.warnings_
+    baseline = 100 * kmeans_error(X, y, 2)
+    assert error <= baseline - margin + 1e-9, (error, baseline)
 
 
 # -- Table 1, unsupervised kernel learning (12) -------------------------------------------------
 
-# Seed's kernel-learning column (Table 1); the issue accepts 2 points above it.
+# Seed's kernel-learning column (Table 1); the issue accepts 2 points above it. Last column: the
+# margin in points over k-means on the same points. Measured (GMMC kernel learning / k-means, %):
+# jointed circles 0 / 8.75, Gaussians 2.5 / 3.75, 3-8 5.6 / 5.32, 1-7 0.28 / 0, 2-7 1.4 / 3.09,
+# 8-9 9.04 / 8.76. On 3-8, 1-7 and 8-9 kernel learning does NOT beat k-means (0.3 points behind
+# on each; the seed's own numbers are not better than k-means there either): a negative margin
+# bounds how far behind it may fall.
 KERNEL_LEARNING_CASES = [
-    ("two jointed circles", two_jointed_circles, 0.0),
-    ("two Gaussians", two_gaussians, 3.75),
-    ("digits 3-8", lambda: digit_pair(3, 8), 5.6),
-    ("digits 1-7", lambda: digit_pair(1, 7), 3.0),
-    ("digits 2-7", lambda: digit_pair(2, 7), 5.6),
-    ("digits 8-9", lambda: digit_pair(8, 9), 12.0),
+    ("two jointed circles", two_jointed_circles, 0.0, 5.0),
+    ("two Gaussians", two_gaussians, 3.75, 1.0),
+    ("digits 3-8", lambda: digit_pair(3, 8), 5.6, -0.5),
+    ("digits 1-7", lambda: digit_pair(1, 7), 3.0, -0.5),
+    ("digits 2-7", lambda: digit_pair(2, 7), 5.6, 1.0),
+    ("digits 8-9", lambda: digit_pair(8, 9), 12.0, -0.5),
 ]
 
 
-@pytest.mark.parametrize(("name", "make", "paper"), KERNEL_LEARNING_CASES,
+@pytest.mark.parametrize(("name", "make", "paper", "margin"), KERNEL_LEARNING_CASES,
                          ids=[c[0] for c in KERNEL_LEARNING_CASES])
-def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper):
+def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper, margin):
     X, y = make()
     model = GMMC(kernel_learning=True, random_state=0).fit(X)
-    assert 100 * clustering_error(y, model.labels_) <= paper + 2.0 + 1e-9
+    error = 100 * clustering_error(y, model.labels_)
+    assert error <= paper + 2.0 + 1e-9
     assert model.kernel_weights_.shape == (10,)
     assert model.kernel_weights_.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.all(model.kernel_weights_ >= 0)
+    baseline = 100 * kmeans_error(X, y, 2)
+    assert error <= baseline - margin + 1e-9, (error, baseline)
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
+from algorithms.base import SDPSolverError, clustering_error, npz_bytes_to_arrays
 from algorithms.base import arrays_to_npz_bytes as to_npz
-from algorithms.base import clustering_error, npz_bytes_to_arrays
 from algorithms.hmm import (
     SequenceBatch,
     baum_welch,
@@ -21,6 +21,7 @@ from algorithms.m3n import (
     balanced_viterbi,
     m3n_objective,
     sample_switching_hmm,
+    solve_cdhmm_relaxation,
     solve_m3n,
 )
 from algorithms.registry import get_spec
@@ -149,26 +150,71 @@ def em_mean_error(sequences, truth, seed, restarts=10):
     return float(np.mean([clustering_error(truth, run.decode(batch)) for run in runs]))
 
 
-@pytest.mark.parametrize(("stay", "limit"), [(DATA1, 0.06), (DATA3, 0.25)])
-def test_exact_cdhmm_error_on_synthetic_data(stay, limit):
+def observed_symbol_error(sequences, truth):
+    """Trivial baseline: label every position with the symbol it emits (2 states, 2 symbols).
+
+    In the data of Tables 5.1/5.2 each state emits one fixed symbol except with probability
+    ``stay`` (5 % on Data1, 20 % on Data3), so up to the matching of names the symbols alone are
+    right at about 95 % and 80 % of the positions; a method must beat this to have learned
+    anything from the chain."""
+    return clustering_error(truth, np.concatenate(sequences))
+
+
+@pytest.mark.parametrize(("stay", "limit", "margin"), [(DATA1, 0.06, 0.005), (DATA3, 0.25, 0.01)])
+def test_exact_cdhmm_error_on_synthetic_data_beats_the_observed_symbol(stay, limit, margin):
     # Table 5.1, CDHMM: Data1 3.38 %, Data3 22.12 %; acceptance <= 6 % and <= 25 % (mean of 10).
-    errors = []
+    # Those bounds alone do not tell CDHMM from the trivial labelling by the observed symbol
+    # (5.5 % and 20.1 % on these draws), so it is asserted beside them. Measured over the 10
+    # draws: Data1 CDHMM 4.88 % vs observed 5.50 % (never worse on a draw, 2 draws better):
+    # it does NOT beat the baseline by the 1 point the thesis implies (3.38 % vs 5.5 %), only by
+    # 0.6; Data3 18.75 % vs 20.13 % (1.4 points, never worse on a draw).
+    errors, baseline = [], []
     for rep, sequences, truth in draws(stay):
         model = UnsupervisedM3N(2, method="exact", random_state=rep).fit(sequences)
         errors.append(clustering_error(truth, np.concatenate(model.labels_)))
+        baseline.append(observed_symbol_error(sequences, truth))
     assert np.mean(errors) <= limit, errors
+    assert np.all(np.array(errors) <= np.array(baseline) + 1e-12), (errors, baseline)
+    assert np.mean(errors) <= np.mean(baseline) - margin, (np.mean(errors), np.mean(baseline))
 
 
 @pytest.mark.parametrize("stay", [DATA1, DATA3])
 def test_alternating_acdhmm_is_no_worse_than_em_on_the_same_draws(stay):
     # Table 5.2: ACDHMM 14.46 vs EM 15.09 (Data1), 26.56 vs 30.06 (Data3). The thesis's EM column
-    # averages 10 random-start runs; our own Baum-Welch reproduces it (about 19 % and 29 %).
-    ours, em = [], []
+    # averages 10 random-start runs; our own Baum-Welch reproduces it (13.1 % and 26.7 % here).
+    # Against the observed-symbol labelling (5.5 % and 20.1 %): ACDHMM beats it on Data1
+    # (3.4 %, by 2.1 points, asserted with 1 point to spare) but NOT on Data3 (21.25 % vs
+    # 20.13 %): with 20 % emission noise the best of 5 restarts ends 1.1 points behind the
+    # trivial labelling, so Data3 only pins that it stays within 2 points of it.
+    ours, em, baseline = [], [], []
     for rep, sequences, truth in draws(stay):
         model = UnsupervisedM3N(2, method="alternating", random_state=rep).fit(sequences)
         ours.append(clustering_error(truth, np.concatenate(model.labels_)))
         em.append(em_mean_error(sequences, truth, seed=1000 + rep))
+        baseline.append(observed_symbol_error(sequences, truth))
     assert np.mean(ours) <= np.mean(em), (np.mean(ours), np.mean(em))
+    if stay == DATA1:
+        assert np.mean(ours) <= np.mean(baseline) - 0.01, (np.mean(ours), np.mean(baseline))
+    else:
+        assert np.mean(ours) <= np.mean(baseline) + 0.02, (np.mean(ours), np.mean(baseline))
+
+
+def test_exact_path_reports_an_inaccurate_relaxation_and_exposes_its_solver_settings():
+    sequences, _ = sample_switching_hmm(DATA1, random_state=0)
+    model = UnsupervisedM3N(2, method="exact", sdp_max_iter=10, random_state=0).fit(sequences)
+    assert any("optimal_inaccurate" in note for note in model.warnings_), model.warnings_
+    assert model.result_extras()["warnings"] == model.warnings_
+    accurate = UnsupervisedM3N(2, method="exact", sdp_tol=1e-3, random_state=0).fit(sequences)
+    assert accurate.warnings_ == []
+
+
+def test_exact_path_raises_the_shared_solver_error_with_the_status():
+    sequences, _ = sample_switching_hmm(DATA1, random_state=0)
+    with pytest.raises(SDPSolverError, match="user_limit"):
+        UnsupervisedM3N(2, method="exact", sdp_solver="CLARABEL", sdp_max_iter=10).fit(sequences)
+    with pytest.raises(SDPSolverError, match="MOSEK"):
+        solve_cdhmm_relaxation(SequenceBatch(sequences), 2, 2, beta=0.01, epsilon=0.1,
+                               pair_epsilon=0.3, solver="MOSEK")
 
 
 def test_model_labels_a_held_out_sequence_about_as_well_as_its_training_data():

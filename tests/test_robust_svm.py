@@ -1,9 +1,10 @@
-"""RobustSVM (thesis chapter 6): REH and ROD SDPs and ramp CCCP against scikit-learn's SVM.
+"""RobustSVM (thesis chapter 6): REH and ROD SDPs and the ramp alternation against the SVM.
 
 The section 6.5 experiment is run at the issue's size: 20 training points per class plus 10 ring
-outliers (n = 50) and 1,000 test points per class. The 30 SDPs of this module take about 1-2 s
-each with SCS (eps 1e-4, the default). The robust SDPs use the thesis' offset-free classifier
-(fit_intercept=False).
+outliers (n = 50) and 1,000 test points per class. The SDPs of this module take about 1-2 s each
+with SCS (eps 1e-4, the default). The thesis' offset-free classifier (fit_intercept=False) and the
+default (fit_intercept=True) are both run. Trivial baselines beside every accuracy test: the
+majority class (50 % test error on the balanced test set) and the plain soft-margin SVM.
 """
 
 import numpy as np
@@ -14,6 +15,7 @@ from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
 from algorithms.kernels import pairwise_kernel
 from algorithms.robust_svm import (
     RobustSVM,
+    best_offset,
     class_centre_inliers,
     gaussian_test_set,
     gaussians_with_ring_outliers,
@@ -36,8 +38,10 @@ def _draw(seed, radius, n_outliers):
 @pytest.fixture(scope="module")
 def ring_55():
     """10 draws at R = 55: mean test errors of SVC (best C of the grid over the 10 draws), REH,
-    ROD, ramp (C = 0.1) and ROD's mean outlier F-measure."""
-    errors = {"svm": [], "reh": [], "rod": [], "ramp": []}
+    ROD (offset-free and default), ramp (C = 0.1), the majority class, and ROD's mean outlier
+    F-measure."""
+    errors = {"svm": [], "reh": [], "rod": [], "ramp": [], "reh_default": [], "rod_default": [],
+              "majority": []}
     svm_errors = {svm_c: [] for svm_c in SVM_C_GRID}
     f_measures = []
     for seed in range(REPETITIONS):
@@ -51,6 +55,11 @@ def ring_55():
             if method == "rod":
                 detected = np.isin(np.arange(y.size), model.outliers_)
                 f_measures.append(outlier_f_measure(is_outlier, detected)[2])
+        for method in ("reh", "rod"):
+            model = RobustSVM(method, C=C).fit(X, y)
+            errors[f"{method}_default"].append(np.mean(model.predict(X_test) != y_test))
+        majority = 1.0 if np.sum(y > 0) >= np.sum(y < 0) else -1.0
+        errors["majority"].append(np.mean(y_test != majority))
     means = {key: float(np.mean(value)) for key, value in errors.items() if value}
     means["svm"] = min(float(np.mean(value)) for value in svm_errors.values())
     return means, float(np.mean(f_measures))
@@ -62,8 +71,53 @@ def test_reh_and_rod_beat_the_soft_margin_svm_at_ring_radius_55(ring_55):
     # the SVM degrades with R; the issue accepts below the SVM and below 6 %. Measured (n = 50,
     # SCS): SVM 25.8 % (best C = 1), REH 2.3 %, ROD 2.3 %.
     for method in ("reh", "rod"):
-        assert errors[method] < errors["svm"], errors
+        assert errors[method] < errors["svm"] - 0.1, errors
         assert errors[method] < 0.06, errors
+        assert errors[method] < errors["majority"] - 0.4, errors
+
+
+def test_default_fit_intercept_beats_the_svm_at_ring_radius_55(ring_55):
+    errors, _ = ring_55
+    # The default (fit_intercept=True): offset-free SDP at the coordinate-wise median, then the
+    # b minimising the eta-hinge loss. Measured: REH 3.19 %, ROD 3.10 % (worst draws 7.5 % /
+    # 5.5 %), against the offset-free 2.26 % / 2.28 % on these origin-symmetric draws and SVM
+    # 25.8 %. The constant-feature offset it replaces gave 4.95 % / 9.65 % (worst 44 % / 43 %).
+    for method in ("reh_default", "rod_default"):
+        assert errors[method] < 0.04, errors
+        assert errors[method] < errors["svm"] - 0.1, errors
+        assert errors[method] < errors["majority"] - 0.4, errors
+
+
+@pytest.mark.parametrize("method", ["reh", "rod"])
+def test_default_intercept_follows_the_data_where_the_offset_free_sdp_cannot(method):
+    # Section 6.5 moved by (8, -8), across the Bayes boundary x1 = x2: a classifier through the
+    # origin cannot separate it (measured 54 % REH, 41 % ROD on this draw); the default is
+    # translation equivariant (median origin, unregularised b), so it labels the moved test set
+    # as it labels the original one (3.8 % / 3.4 % test error).
+    X, y, _, X_test, y_test = _draw(1000, 55.0, 10)
+    shift = np.array([8.0, -8.0])
+    original = RobustSVM(method, C=C).fit(X, y)
+    moved = RobustSVM(method, C=C).fit(X + shift, y)
+    offset_free = RobustSVM(method, C=C, fit_intercept=False).fit(X + shift, y)
+    assert np.mean(moved.predict(X_test + shift) != y_test) < 0.05
+    assert np.mean(moved.predict(X_test + shift) != original.predict(X_test)) < 0.01
+    assert np.mean(offset_free.predict(X_test + shift) != y_test) > 0.25
+
+
+def test_best_offset_minimises_the_piecewise_linear_losses_exactly():
+    rng = np.random.RandomState(0)
+    f, y = rng.randn(30), np.where(rng.rand(30) < 0.5, -1.0, 1.0)
+    eta = rng.rand(30)
+    grid = np.linspace(-5, 5, 20001)
+
+    def ramp(b):
+        return np.minimum(1.0, np.maximum(0.0, 1.0 - y * (f + b))).sum()
+
+    def weighted_hinge(b):
+        return eta @ np.maximum(0.0, 1.0 - y * (f + b))
+
+    assert ramp(best_offset(f, y)) <= min(ramp(b) for b in grid) + 1e-12
+    assert weighted_hinge(best_offset(f, y, eta)) <= min(weighted_hinge(b) for b in grid) + 1e-12
 
 
 def test_rod_detects_the_ring_outliers_with_f_measure_075(ring_55):
@@ -77,8 +131,9 @@ def test_ramp_cccp_beats_the_soft_margin_svm_at_ring_radius_55(ring_55):
     errors, _ = ring_55
     # Measured 2.7 % vs 25.8 % (worst draw 4.2 %). With a per-class trimmed start one draw
     # (seed 1004) ended at 50 % and the mean at 7.6 %, hence also the 6 % bar of REH and ROD.
-    assert errors["ramp"] < errors["svm"], errors
+    assert errors["ramp"] < errors["svm"] - 0.1, errors
     assert errors["ramp"] < 0.06, errors
+    assert errors["ramp"] < errors["majority"] - 0.4, errors
 
 
 def test_ramp_start_ablates_ring_outliers_when_one_class_holds_most_of_them():

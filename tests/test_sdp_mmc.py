@@ -7,6 +7,7 @@ Sizes follow the thesis (50-100 points): each SDP solve takes a few seconds with
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits, make_blobs
+from sklearn.svm import SVC
 
 from algorithms.base import (
     SDPSolverError,
@@ -16,10 +17,20 @@ from algorithms.base import (
     labels_from_label_matrix,
     randomized_rounding,
 )
+from algorithms.kernels import center_kernel, pairwise_kernel
 from algorithms.registry import get_spec
-from algorithms.sdp_mmc import SDPMMC, SDPMMCParams, two_class_margin_objective
+from algorithms.sdp_mmc import (
+    SDPMMC,
+    SDPMMCParams,
+    median_heuristic_gamma,
+    solve_multiclass_sdp,
+    solve_multiclass_sdp_symmetric,
+    two_class_margin_objective,
+    unit_trace_scale,
+)
 from benchmarks.gmmc import two_circles, two_gaussians
 from benchmarks.sdp_mmc import digits_subset, joined_circles, semi_supervised_digits
+from tests.baselines import kmeans_error
 
 # --- thesis Table 3.1 (two-class clustering, error %) -------------------------------------------
 
@@ -30,6 +41,9 @@ def test_two_gaussians_error_at_most_2_5_percent():
     model = SDPMMC(random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= 0.025 + 1e-9  # 2 of 80 points
     assert model.warnings_ == []
+    # Baseline: k-means also gets 2.5 % here (the Bayes error); SDP MMC does NOT beat it on this
+    # set (thesis: 1.2 vs k-means 5), so only a tie is asserted.
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) + 1e-9
 
 
 def test_two_circles_are_separated_without_error():
@@ -38,6 +52,7 @@ def test_two_circles_are_separated_without_error():
     X, y = two_circles()
     model = SDPMMC(gamma=16.0, random_state=0).fit(X)
     assert clustering_error(y, model.labels_) == 0.0
+    assert kmeans_error(X, y, 2) >= 0.4  # k-means cuts the rings in half (48.75 %)
 
 
 def test_joined_circles_error_at_most_2_percent():
@@ -46,10 +61,14 @@ def test_joined_circles_error_at_most_2_percent():
     X, y = joined_circles()
     model = SDPMMC(gamma=32.0, random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= 0.02 + 1e-9
+    # Baseline: these rings are separable by k-means too (0 %, where the thesis reports 50 % on
+    # its set), so this case cannot show SDP MMC beating k-means; a tie is asserted.
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) + 1e-9
 
 
-@pytest.mark.parametrize(("pair", "bound"), [((3, 8), 0.05), ((2, 7), 0.05), ((8, 9), 0.10)])
-def test_digit_pairs_with_50_points_per_class(pair, bound):
+@pytest.mark.parametrize(("pair", "bound", "margin"),
+                         [((3, 8), 0.05, 0.01), ((2, 7), 0.05, 0.02), ((8, 9), 0.10, 0.005)])
+def test_digit_pairs_with_50_points_per_class(pair, bound, margin):
     # iterSVR paper Table 3 setting: 50 points per class, drawn at random as the paper samples
     # them (RandomState(0), the same draw for every pair); thesis Table 3.1 digits 3.0 %.
     # Issue bound 5 %. 8-9 deviates (iterSVR Table 3: 3 %): this draw gives 9 %, and on this draw
@@ -65,9 +84,12 @@ def test_digit_pairs_with_50_points_per_class(pair, bound):
     # over RandomState(0..19) the eigenvector labels are within 5 % on 13 of 20 draws for 3-8
     # (mean 5.25 %, 1-12 %), 20 of 20 for 2-7 (mean 1.1 %) and 7 of 20 for 8-9 (mean 6.95 %,
     # 1-13 %; randomized rounding 12 of 20, mean 5.65 %). Pinned at 10 % to catch regressions.
+    # Baseline, k-means on the same 100 points: 3-8 3.0 %, 2-7 6.0 %, 8-9 10.0 % against SDP MMC
+    # 1.0, 2.0, 9.0 (margins asserted: 1, 2 and 0.5 points).
     X, y = digits_subset(pair, 50, seed=0)
     model = SDPMMC(random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= bound + 1e-9
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) - margin + 1e-9
 
 
 # --- thesis Table 4.1 (multi-class) -------------------------------------------------------------
@@ -77,8 +99,35 @@ def test_digits_0689_with_20_per_class_error_at_most_12_percent():
     X, y = digits_subset((0, 6, 8, 9), 20, seed=0)
     model = SDPMMC(n_clusters=4, random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= 0.12 + 1e-9
+    # objective_ is the margin objective omega of Theorem 2 at the labels: non-negative (Lambda
+    # = Y gives 0) and of the order of the true labels' (0.083 vs 0.096 measured), not the
+    # relaxation's -26,229.
+    assert 0.0 <= model.objective_ < 1.0 and model.relaxation_objective_ < -1000.0
+    # Baseline: k-means gets 6.25 % on the same 80 points (thesis: 38.3 % on its set); SDP MMC
+    # (4.8) gets the same 6.25 % and does NOT beat it here, so a tie is asserted.
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 4) + 1e-9
     assert model.assignment_.shape == (80, 4)
     assert np.allclose(np.diag(model.label_matrix_), 1.0, atol=1e-2)
+
+
+def test_unsupervised_multiclass_relaxation_collapses_to_the_symmetric_program():
+    # solve_multiclass_sdp_symmetric's derivation: at the optimum of (4.8) D = d e^T and
+    # omega = n - e^T d - <K, M> / (2 beta); beta only weighs e^T d, so the labels do not move.
+    X, _ = digits_subset((0, 6, 8, 9), 12, seed=1)
+    K = center_kernel(pairwise_kernel(X, gamma=median_heuristic_gamma(X)))
+    K = K / unit_trace_scale(K)
+    n = K.shape[0]
+    M, D, omega, _, _ = solve_multiclass_sdp(K, 4, beta=0.01, balance=0.1)
+    assert np.abs(D - D.mean(axis=1, keepdims=True)).max() < 1e-3  # equal columns
+    M_sym, _, omega_sym, _, _ = solve_multiclass_sdp_symmetric(K, 4, beta=0.01, balance=0.1)
+    # Same optimum (the general program's value omits Theorem 2's constant n).
+    assert omega + n == pytest.approx(omega_sym, rel=2e-3)
+    assert np.sum(K * M) == pytest.approx(np.sum(K * M_sym), rel=2e-3)
+    same = labels_from_label_matrix(M, 4, random_state=0)
+    assert clustering_error(same, labels_from_label_matrix(M_sym, 4, random_state=0)) == 0.0
+    wide = SDPMMC(n_clusters=4, beta=1.0, random_state=0).fit(X)
+    narrow = SDPMMC(n_clusters=4, beta=0.01, random_state=0).fit(X)
+    assert clustering_error(wide.labels_, narrow.labels_) == 0.0
 
 
 # --- semi-supervised (thesis section 3.5, Table 3.2; section 4.3) -------------------------------
@@ -90,6 +139,11 @@ def test_semi_supervised_digits_1_7_transductive_error_at_most_4_3_percent():
     unknown = partial < 0
     assert np.array_equal(model.labels_[~unknown], partial[~unknown])
     assert np.mean(model.labels_[unknown] != y[unknown]) <= 0.043 + 1e-9
+    # Baseline of Table 3.2: the supervised SVM on the 10 labeled points alone, 7.8 % on the
+    # unlabeled ones (SDP MMC 0 %); margin asserted 5 points.
+    svm = SVC(kernel="linear", C=100.0).fit(X[~unknown], partial[~unknown])
+    svm_error = np.mean(svm.predict(X[unknown]) != y[unknown])
+    assert np.mean(model.labels_[unknown] != y[unknown]) <= svm_error - 0.05
 
 
 def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
@@ -100,9 +154,46 @@ def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
     model = SDPMMC(n_clusters=3, random_state=0).fit(X, partial)
     known = partial >= 0
     assert np.array_equal(model.labels_[known], partial[known])
-    # Cluster r is class r (no matching). The relaxation (4.8) + section 4.3 is weak here: 7 of
-    # 30 unlabeled points go wrong with the default width (unsupervised: 0), pinned at 75 %.
-    assert np.mean(model.labels_[~known] == y[~known]) >= 0.75
+    # Cluster r is class r (no matching). Baselines: the SVM on the 6 labeled points and k-means
+    # both get every unlabeled point right. The former rounding (argmax of D plus affinity to
+    # the labeled points) did not spread the labels (M between labeled and unlabeled points
+    # 0-0.015) and got 77 %; k-means on M's factor seeded at the labeled class means gets all.
+    svm = SVC(kernel="rbf", C=100.0, gamma=model.gamma_).fit(X[known], partial[known])
+    assert np.mean(svm.predict(X[~known]) == y[~known]) == 1.0
+    assert np.mean(model.labels_[~known] == y[~known]) == 1.0
+
+
+def _semi_supervised_draw(classes, per_class, seed):
+    """Table 4.2 protocol: ``per_class`` digits of each class, 1/10 labeled (every class)."""
+    X, digits = digits_subset(classes, per_class, seed=seed)
+    y = np.searchsorted(classes, digits)
+    rng = np.random.RandomState(seed)
+    while True:
+        known = rng.choice(y.size, round(0.1 * y.size), replace=False)
+        if np.unique(y[known]).size == len(classes):
+            break
+    partial = -np.ones_like(y)
+    partial[known] = y[known]
+    return X, y, partial
+
+
+def test_semi_supervised_digits_689_spread_labels_beyond_the_supervised_svm():
+    # Thesis Table 4.2, DigitsA689 (39 per class, 1/10 labeled, 10 repeats): semidefinite
+    # 5.6 +- 0.7 %, supervised SVM 16.3 +- 1.6. Measured on draws 0-2: SDP MMC 5.7 / 8.6 / 8.6 %
+    # (mean 7.6; 8.8 over draws 0-4), the SVM on the labeled points 33.3 / 9.5 / 6.7 (mean
+    # 16.5). So the thesis's row is NOT reached (2 points above it); asserted: mean <= 10 % and
+    # 5 points below the SVM. DigitsA0689 (thesis 6.5 vs SVM 20.6) is not tested: draws 0-2 give
+    # 8.3 % against the SVM's 8.6 (no margin) at 20-45 s per fit.
+    errors, svm_errors = [], []
+    for seed in range(3):
+        X, y, partial = _semi_supervised_draw((6, 8, 9), 39, seed)
+        unknown = partial < 0
+        model = SDPMMC(n_clusters=3, random_state=0).fit(X, partial)
+        errors.append(np.mean(model.labels_[unknown] != y[unknown]))
+        svm = SVC(C=100.0, gamma=model.gamma_).fit(X[~unknown], partial[~unknown])
+        svm_errors.append(np.mean(svm.predict(X[unknown]) != y[unknown]))
+    assert np.mean(errors) <= 0.10, errors
+    assert np.mean(errors) <= np.mean(svm_errors) - 0.05, (errors, svm_errors)
 
 
 def test_partial_labels_outside_the_clusters_are_rejected():
@@ -153,14 +244,31 @@ def test_randomized_rounding_never_worse_than_the_eigenvector_in_objective():
     model = SDPMMC(rounding="randomized", n_rounding=20, random_state=0).fit(X)
     eigen = SDPMMC(random_state=0).fit(X)
     from algorithms.base import psd_factor
-    from algorithms.kernels import center_kernel, pairwise_kernel
-    from algorithms.sdp_mmc import unit_trace_scale
 
     K = center_kernel(pairwise_kernel(X, gamma=eigen.gamma_))
     Z = psd_factor(K / unit_trace_scale(K))
     eigen_value = two_class_margin_objective(Z, np.where(eigen.labels_ == 1, 1.0, -1.0), 0.01)
     assert model.rounded_objective_ <= eigen_value + 1e-9
+    # The reported objective is that of the labels returned, not of some other candidate.
+    returned = two_class_margin_objective(Z, np.where(model.labels_ == 1, 1.0, -1.0), 0.01)
+    assert model.rounded_objective_ == pytest.approx(returned, rel=1e-3)  # liblinear tol 1e-5
     assert abs(np.count_nonzero(model.labels_) - 40) <= 0.1 * 80 / 2  # balance kept
+
+
+def test_randomized_rounding_picks_a_hyperplane_when_the_eigenvector_is_not_best():
+    # M = V V^T with V = [2 a, b]: the leading eigenvector is the labeling a, the objective
+    # prefers the orthogonal labeling b, which only hyperplanes with |r_2| > 2 |r_1| give
+    # (probability about 0.3 each). A rounding that kept candidate 0 (the eigenvector) fails.
+    a = np.r_[np.ones(8), -np.ones(8)]
+    b = np.tile([1.0, -1.0], 8)
+    V = np.column_stack((2.0 * a, b))
+    y, value, winner = randomized_rounding(V @ V.T, lambda v: -abs(v @ b), limit=0,
+                                           n_trials=30, random_state=0)
+    assert winner > 0
+    assert abs(y @ b) == 16 and value == -16
+    _, eigen_value, _ = randomized_rounding(V @ V.T, lambda v: -abs(v @ b), limit=0,
+                                            n_trials=0, random_state=0)
+    assert eigen_value == 0  # the eigenvector alone: orthogonal to b
 
 
 # --- out-of-sample model and export -------------------------------------------------------------
