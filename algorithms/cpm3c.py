@@ -765,6 +765,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fitting ----------------------------------------------------------------------------------
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR is kept sparse through the cutting planes
+        return tags
+
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X`` (dense or CSR); ``y`` is ignored."""
         self._validate_params()

@@ -52,10 +52,6 @@ EXPECTED_FAILURES = {
         **_COMMON,
         "check_methods_sample_order_invariance": "the check sets n_components=1, below the "
         "params model's 10",
-        "check_estimator_sparse_tag": "CPM3C accepts sparse input but does not declare "
-        "input_tags.sparse (the module is another engineer's; left for them)",
-        "check_clustering": "an assertion of the check on its 3 blobs fails (labels or "
-        "fit_predict consistency; module left to another engineer)",
     },
     "SupportVectorClustering": dict(_COMMON),
     "SDPMMC": {
