@@ -70,7 +70,12 @@ from algorithms.base import (
     report,
 )
 from algorithms.kernels import NystromMap, resolve_gamma
-from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_labels, spectral_partition
+from algorithms.starts import (
+    SPECTRAL_START_MAX_N,
+    kmeans_labels,
+    partition_key,
+    spectral_partition,
+)
 
 # gamma="auto": the shared local width sigma (kernels.local_scaling_gamma) times this. CPM3C's
 # classifier is a norm-regularized linear one on Nystrom coordinates; at sigma itself the kernel
@@ -802,16 +807,22 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         binary = self.n_clusters == 2
         step = 0
         result, labels, best_key, eliminated = None, None, None, None
+        started_from: set[bytes] = set()
         for restart in range(self.n_restarts):
             start = spectral_start if restart == 0 else None
             if start is None:
                 report(progress, step, None, f"run {restart + 1} of {self.n_restarts}: k-means "
                        f"initialization ({self.n_init} starts)")
-                _, centroids = kmeans_labels(X, self.n_clusters, n_init=self.n_init,
-                                             random_state=rng.randint(2**31 - 1))
+                start, centroids = kmeans_labels(X, self.n_clusters, n_init=self.n_init,
+                                                 random_state=rng.randint(2**31 - 1))
             else:
                 report(progress, step, None, "run 1: spectral initialization")
                 centroids = cluster_means(X, start, self.n_clusters)
+            # The same starting partition (k-means of another seed often finds it) gives the same
+            # run: skip it.
+            if partition_key(start) in started_from:
+                continue
+            started_from.add(partition_key(start))
             w0, b0 = initial_weights(data, centroids, binary)
 
             def on_iteration(n_iter: int, objective: float, violation: float, _first=step):

@@ -59,6 +59,13 @@ def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
     return km.labels_, km.cluster_centers_
 
 
+def partition_key(labels: np.ndarray) -> bytes:
+    """The same bytes for two labelings that are one partition (clusters renamed)."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))  # clusters numbered by first appearance
+    return order[inverse].astype(np.int32).tobytes()
+
+
 def spectral_partition(
     X: np.ndarray | sp.spmatrix,
     n_clusters: int,
