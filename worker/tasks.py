@@ -163,6 +163,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         })
         timing["store_seconds"] = time.perf_counter() - store_started
+        timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
         done = jobs.transition(job_id, ("running",), status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         return "succeeded" if done else "canceled"
@@ -178,6 +179,31 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
                         error={"type": type(exc).__name__, "message": str(exc)})
         return "failed"
+
+
+def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dict[str, Any]
+               ) -> float | None:
+    """Draw the job's plot before it is marked succeeded, so a client that sees ``succeeded``
+    finds it; returns the seconds it took. A plot that cannot be drawn loses the picture, not
+    the job (``GET /v1/jobs/{id}/plot`` then says so)."""
+    started = time.perf_counter()
+    try:
+        from worker.plots import job_plot
+
+        images = job_plot(
+            spec.name, X, estimator.labels_,
+            predict=estimator.predict if spec.input_kind == "vectors" else None,
+            # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
+            outlier_label=None if spec.labels == "required" else -1,
+            outliers=extras.get("outliers") or (),
+        )
+        stores.plots.put(job_id, images)
+    except JobTimeoutException:
+        raise
+    except Exception:
+        log.exception("plot of job %s not drawn", job_id)
+        return None
+    return time.perf_counter() - started
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:
