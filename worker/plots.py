@@ -129,10 +129,13 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
                   vmin=-0.5, vmax=len(colors) - 0.5)
         subtitle.append("shaded: regions the model predicts")
     inliers = shown[~is_outlier[shown]]
+    # A classifier's labels are classes (robust_svm), a clusterer's are clusters.
+    noun = "cluster" if outlier_label is not None else "class"
     for value, i in color_index.items():
         members = inliers[labels[inliers] == value]
+        count = int(np.sum((labels == value) & ~is_outlier))
         ax.scatter(points[members, 0], points[members, 1], s=12, color=colors[i],
-                   edgecolors="none", label=f"cluster {value} ({int(np.sum(labels == value))})")
+                   edgecolors="none", label=f"{noun} {value} ({count})")
     flagged = shown[is_outlier[shown]]
     if flagged.size:
         ax.scatter(points[flagged, 0], points[flagged, 1], s=36, marker="x", color="black",
