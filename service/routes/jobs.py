@@ -54,8 +54,9 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         caller: Annotated[str, Depends(owner)],
         wait: Annotated[float | None, Query(
             gt=0, le=MAX_WAIT_SECONDS,
-            description="Long poll: answer as soon as the job's status changes, or after this "
-                        "many seconds (at most 60); a finished job answers at once.")] = None,
+            description="Long poll: answer as soon as the job's status differs from the one "
+                        "it had when the request arrived, or after this many seconds (at most "
+                        "60); a finished job answers at once.")] = None,
     ):
         """Status, progress, timing, and the error when it failed."""
         record = await read_job(request, job_id, caller)
