@@ -56,7 +56,8 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
                 children.append(processes.start_worker([queue], env, log_file=sys.stderr))
         children.append(processes.start_api(host, port, env, log_file=sys.stderr,
                                             workers=api_workers))
-        print(f"mmc: API on http://{host}:{port} (docs at /docs); Ctrl-C stops everything",
+        print(f"mmc: API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops "
+              "everything",
               file=sys.stderr, flush=True)
         while True:
             for child in children:

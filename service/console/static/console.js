@@ -80,6 +80,8 @@ function showKeyState(ok) {
 
 function setUpKeyForm(onChange) {
   const form = document.getElementById("key-form");
+  showKeyState();
+  if (!document.getElementById("key-input")) return;  // open mode: no key to enter
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const input = document.getElementById("key-input");
@@ -94,14 +96,12 @@ function setUpKeyForm(onChange) {
     showKeyState();
     onChange();
   });
-  showKeyState();
 }
 
 // Save the body of an authenticated GET as a file: a plain link would not carry the key.
-async function download(path, filename, transform) {
+async function download(path, filename) {
   try {
-    const response = await api(path);
-    const blob = transform ? await transform(response) : await response.blob();
+    const blob = await (await api(path)).blob();
     const url = URL.createObjectURL(blob);
     const link = el("a", { href: url, download: filename });
     document.body.append(link);
