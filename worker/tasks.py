@@ -163,7 +163,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         })
         timing["store_seconds"] = time.perf_counter() - store_started
-        timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
+        if get_settings().plots:
+            timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
         done = jobs.transition(job_id, ("running",), status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         return "succeeded" if done else "canceled"

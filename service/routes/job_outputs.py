@@ -66,8 +66,9 @@ def get_plot(
     fmt = format or negotiate(request.headers.get("accept", ""))
     image = request.app.state.stores.plots.get(job_id, fmt)
     if image is None:
-        raise ProblemError(404, f"job {job_id} has no plot: it expired, or the worker could not "
-                                "draw it (see the worker's log)")
+        raise ProblemError(404, f"job {job_id} has no plot: it expired, the workers draw none "
+                                "(MMC_PLOTS=false), or this one could not be drawn (see the "
+                                "worker's log)")
     return Response(image, media_type=MEDIA_TYPES[fmt],
                     headers={"Cache-Control": CACHE_CONTROL, "Vary": "Accept"})
 
