@@ -200,7 +200,9 @@ def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dic
         )
         stores.plots.put(job_id, images)
     except JobTimeoutException:
-        raise
+        # The fit and its result are done: a plot cut off by the job's timeout is skipped.
+        log.warning("plot of job %s not drawn: the job's timeout ran out", job_id)
+        return None
     except Exception:
         log.exception("plot of job %s not drawn", job_id)
         return None
