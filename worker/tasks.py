@@ -25,6 +25,7 @@ from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import deliver
+from worker.plots import job_plot
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,6 @@ def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dic
     the job (``GET /v1/jobs/{id}/plot`` then says so)."""
     started = time.perf_counter()
     try:
-        from worker.plots import job_plot
-
         images = job_plot(
             spec.name, X, estimator.labels_,
             predict=estimator.predict if spec.input_kind == "vectors" else None,
