@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 
+import httpx
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits, make_blobs
@@ -83,6 +85,23 @@ def test_a_timeout_raises_cancels_the_job_and_leaves_no_thread(client):
     error = caught.value
     assert isinstance(error, MMCError) and error.job_id
     assert client.wait(error.job_id, timeout=60)["status"] == "canceled"
+
+
+def job_reads(base_url: str) -> int:
+    """``GET /v1/jobs/{id}`` requests the API has answered, from its /metrics."""
+    text = httpx.get(f"{base_url}/metrics", timeout=30).text
+    return sum(int(float(count)) for labels, count in
+               re.findall(r"^mmc_http_requests_total\{([^}]*)\} (\S+)$", text, flags=re.M)
+               if 'method="GET"' in labels and 'route="/v1/jobs/{job_id}"' in labels)
+
+
+def test_waiting_long_polls_instead_of_polling_in_a_loop(client, service_url):
+    # A two-class SDP on 90 points runs for one to a few seconds: a loop polling every 0.1 s
+    # would read the job tens of times; long polls read it once per status change.
+    job = client.submit(make_blobs(n_samples=90, centers=2, random_state=8)[0], "sdp_mmc")
+    before = job_reads(service_url)
+    assert client.wait(job["id"], timeout=300)["status"] == "succeeded"
+    assert job_reads(service_url) - before <= 3  # queued -> running -> succeeded, at most
 
 
 def test_wait_times_out_without_touching_the_job(client):
