@@ -30,6 +30,7 @@ from worker.plots import job_plot
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.05
+MAX_REPORTED_OBJECTIVES = 1000
 
 
 class JobCanceledError(Exception):
@@ -105,9 +106,14 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
     jobs = stores.jobs
 
     last_write = 0.0
+    # Every objective the fit reports, for the job page's history where the estimator keeps none.
+    reported: list[float] = []
 
     def progress(step: int, objective: float | None, message: str) -> None:
         nonlocal last_write
+        if (objective is not None and np.isfinite(objective)
+                and len(reported) < MAX_REPORTED_OBJECTIVES):
+            reported.append(float(objective))
         now = time.time()
         if step > 1 and now - last_write < PROGRESS_INTERVAL_SECONDS:
             return
@@ -152,6 +158,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
         })
         extras = estimator.result_extras()
+        if reported and "objective_history" not in extras:
+            extras["reported_objectives"] = reported
         timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds}
         jobs.put_result(job_id, {
             "job_id": job_id,

@@ -238,7 +238,8 @@ function jobPage() {
     const warnings = result.warnings || [];
     document.getElementById("job-warnings").replaceChildren(
       ...(warnings.length ? warnings : ["none"]).map((text) => el("li", {}, text)));
-    const history = extras.objective_history || [];
+    // The estimator's own history, else the objectives its fit reported as progress.
+    const history = extras.objective_history || extras.reported_objectives || [];
     document.getElementById("job-history").replaceChildren(...(history.length
       ? history.map((value, i) => el("tr", {}, el("td", {}, i + 1), el("td", {}, value)))
       : [el("tr", {}, el("td", { colspan: 2 }, "not recorded by this algorithm"))]));
