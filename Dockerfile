@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY algorithms ./algorithms
 COPY service ./service
 COPY worker ./worker
+COPY mmc_client ./mmc_client
 RUN pip install --upgrade pip && pip install .
 
 # Runtime stage: the virtualenv only, no build tools, a non-root user.

@@ -18,7 +18,7 @@ from service.jobs import JobService
 from service.metrics import Metrics
 from service.model_cache import ModelCache
 from service.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
-from service.routes import algorithms, datasets, health, jobs, models
+from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import build_job_request_model
 from service.settings import Settings, get_settings
 from service.stores import Stores
@@ -127,8 +127,11 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.include_router(algorithms.router)
     app.include_router(datasets.router)
     app.include_router(jobs.build_router(build_job_request_model(REGISTRY)))
+    app.include_router(job_outputs.router)
     app.include_router(models.router)
     app.include_router(health.router)
+    app.include_router(console.router)
+    console.mount_static(app)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     return app

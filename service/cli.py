@@ -3,6 +3,7 @@
     mmc serve [--host H] [--port P]      embedded Redis + one worker per queue + the API
     mmc worker [--queue fast] ...        an RQ worker for an existing Redis (MMC_REDIS_URL)
     mmc cluster FILE --algorithm NAME [--param k=v ...] [--labels FILE] [--output PREFIX]
+                [--url URL [--api-key KEY]]    locally, or on a running service
     mmc predict MODEL_PREFIX FILE        labels for new points from a model written by cluster
     mmc openapi                          write openapi/openapi.json
 """
@@ -55,7 +56,8 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
                 children.append(processes.start_worker([queue], env, log_file=sys.stderr))
         children.append(processes.start_api(host, port, env, log_file=sys.stderr,
                                             workers=api_workers))
-        print(f"mmc: API on http://{host}:{port} (docs at /docs); Ctrl-C stops everything",
+        print(f"mmc: API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops "
+              "everything",
               file=sys.stderr, flush=True)
         while True:
             for child in children:
@@ -131,7 +133,50 @@ class ProgressBar:
             self.stream.write("\n")
 
 
+def write_labels(path: str, labels: Any, sequences: bool) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        if sequences:
+            handle.writelines(",".join(map(str, np.asarray(s).tolist())) + "\n" for s in labels)
+        else:
+            handle.writelines(f"{int(label)}\n" for label in labels)
+
+
+def cluster_remote(args: argparse.Namespace) -> int:
+    """``mmc cluster --url``: the same files as a local run, computed by a running service."""
+    from algorithms.base import arrays_to_npz_bytes
+    from mmc_client import Client, MMCError
+
+    X = load_matrix_file(args.file)
+    y = None
+    if args.labels:
+        y = np.asarray(load_matrix_file(args.labels)).ravel().astype(np.int64)
+    started = time.perf_counter()
+    with Client(args.url, args.api_key) as client:
+        try:
+            result = client.cluster(X, args.algorithm, y=y, timeout=args.timeout,
+                                    **dict(args.param or []))
+            meta, arrays = client.export_model(result.model_id)
+        except MMCError as exc:
+            print(f"mmc: {exc}", file=sys.stderr)
+            for error in exc.errors:
+                print(f"  {error.get('field')}: {error.get('message')}", file=sys.stderr)
+            return 2 if exc.status and 400 <= exc.status < 500 else 1
+    prefix = args.output or str(Path(args.file).with_suffix(""))
+    write_labels(f"{prefix}.labels.csv", result.labels, isinstance(X, list))
+    with open(f"{prefix}.model.json", "w", encoding="utf-8") as handle:
+        json.dump(meta, handle)
+    with open(f"{prefix}.model.npz", "wb") as handle:
+        handle.write(arrays_to_npz_bytes(arrays))
+    print(f"mmc: {args.algorithm} on {len(X)} points at {args.url} (job {result.job_id}, fit "
+          f"{result.timing.get('fit_seconds') or 0:.2f} s) in {time.perf_counter() - started:.2f}"
+          f" s; wrote {prefix}.labels.csv, {prefix}.model.json, {prefix}.model.npz",
+          file=sys.stderr)
+    return 0
+
+
 def cluster(args: argparse.Namespace) -> int:
+    if args.url:
+        return cluster_remote(args)
     from pydantic import ValidationError
 
     from algorithms.base import save_model
@@ -168,12 +213,7 @@ def cluster(args: argparse.Namespace) -> int:
         return 2
     bar.close()
     prefix = args.output or str(Path(args.file).with_suffix(""))
-    labels = estimator.labels_
-    with open(f"{prefix}.labels.csv", "w", encoding="utf-8") as handle:
-        if spec.input_kind == "sequences":
-            handle.writelines(",".join(map(str, np.asarray(s).tolist())) + "\n" for s in labels)
-        else:
-            handle.writelines(f"{int(label)}\n" for label in labels)
+    write_labels(f"{prefix}.labels.csv", estimator.labels_, spec.input_kind == "sequences")
     json_path, npz_path = save_model(estimator, f"{prefix}.model")
     print(f"mmc: {spec.name} on {len(X)} points in {time.perf_counter() - started:.2f} s; wrote "
           f"{prefix}.labels.csv, {json_path}, {npz_path}", file=sys.stderr)
@@ -217,7 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker_parser(commands.add_parser("worker", help="an RQ worker (MMC_REDIS_URL)"))
 
-    cluster_parser = commands.add_parser("cluster", help="cluster a file locally")
+    cluster_parser = commands.add_parser(
+        "cluster", help="cluster a file (locally, or on a service with --url)")
     cluster_parser.add_argument("file", help=".npy, .csv or .json")
     cluster_parser.add_argument("--algorithm", "-a", required=True)
     cluster_parser.add_argument("--param", "-p", action="append", type=parse_param,
@@ -225,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     cluster_parser.add_argument("--labels", help="labels file for algorithms that take y")
     cluster_parser.add_argument("--output", "-o",
                                 help="output prefix (default: FILE without its suffix)")
+    cluster_parser.add_argument("--url", default=os.environ.get("MMC_URL"),
+                                help="run on the service at URL (default: MMC_URL; unset: "
+                                     "in this process)")
+    cluster_parser.add_argument("--api-key", default=os.environ.get("MMC_API_KEY"),
+                                help="key for --url (default: MMC_API_KEY)")
+    cluster_parser.add_argument("--timeout", type=float, default=600.0,
+                                help="seconds to wait for the job with --url (then canceled)")
 
     predict_parser = commands.add_parser("predict", help="label new points with a saved model")
     predict_parser.add_argument("model", help="prefix of MODEL.json / MODEL.npz")

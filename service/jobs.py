@@ -246,6 +246,9 @@ def render_job(record: dict[str, Any]) -> dict[str, Any]:
     links = {"self": f"/v1/jobs/{job_id}", "result": f"/v1/jobs/{job_id}/result"}
     if record.get("model_id"):
         links["model"] = f"/v1/models/{record['model_id']}"
+    if record["status"] == "succeeded":
+        links["plot"] = f"/v1/jobs/{job_id}/plot"
+        links["labels"] = f"/v1/jobs/{job_id}/labels.csv"
     return {
         "id": job_id,
         "status": record["status"],
@@ -261,6 +264,7 @@ def render_job(record: dict[str, Any]) -> dict[str, Any]:
             "fit_seconds": record.get("fit_seconds"),
             "load_seconds": timing.get("load_seconds"),
             "store_seconds": timing.get("store_seconds"),
+            "plot_seconds": timing.get("plot_seconds"),
         },
         "error": record.get("error"),
         "model_id": record.get("model_id"),

@@ -78,6 +78,8 @@ class Timing(BaseModel):
     fit_seconds: float | None = None
     load_seconds: float | None = None
     store_seconds: float | None = None
+    plot_seconds: float | None = Field(
+        None, description="Drawing the job's plot (GET /v1/jobs/{id}/plot), in the worker.")
 
 
 class JobError(BaseModel):

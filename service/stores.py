@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 import uuid
+import zlib
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,15 @@ class Keys:
     @classmethod
     def job_alive(cls, job_id: str) -> str:
         return f"{cls.prefix}:job:{job_id}:alive"
+
+    @classmethod
+    def job_events(cls, job_id: str) -> str:
+        """Pub/sub channel announcing each status change of a job (long polling listens)."""
+        return f"{cls.prefix}:job:{job_id}:events"
+
+    @classmethod
+    def plot(cls, job_id: str) -> str:
+        return f"{cls.prefix}:plot:{job_id}"
 
     @classmethod
     def idempotency(cls, owner: str, key: str) -> str:
@@ -222,8 +232,12 @@ class JobStore:
         args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)])]
         for key, value in self._encode(fields).items():
             args += [key, value]
-        return bool(self._transition(
+        moved = bool(self._transition(
             keys=[Keys.job(job_id), Keys.active_prefix()], args=args))
+        if moved and "status" in fields:
+            # After the write, so a long poll woken by the message reads the new status.
+            self.redis.publish(Keys.job_events(job_id), str(fields["status"]))
+        return moved
 
     # -- per-tenant cap on queued + running jobs --------------------------------------------------
     def admit(self, owner: str, job_id: str, cap: int) -> bool:
@@ -332,8 +346,38 @@ class IdempotencyStore:
         self.redis.delete(Keys.idempotency(owner, key))
 
 
+class PlotStore:
+    """The rendered plot of a job (SVG and PNG bytes), kept as long as its result.
+
+    SVG is stored zlib-compressed (about 8x smaller; PNG is compressed already), so a plot costs
+    about 60 KB of Redis per job.
+    """
+
+    formats = ("svg", "png")
+    _compressed = frozenset({"svg"})
+
+    def __init__(self, redis: Redis, ttl_seconds: int):
+        self.redis = redis
+        self.ttl = ttl_seconds
+
+    def put(self, job_id: str, images: dict[str, bytes]) -> None:
+        key = Keys.plot(job_id)
+        mapping = {fmt: zlib.compress(images[fmt]) if fmt in self._compressed else images[fmt]
+                   for fmt in self.formats if fmt in images}
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping=mapping)
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+
+    def get(self, job_id: str, fmt: str) -> bytes | None:
+        stored = self.redis.hget(Keys.plot(job_id), fmt)
+        if stored is None or fmt not in self._compressed:
+            return stored
+        return zlib.decompress(stored)
+
+
 class Stores:
-    """The four stores over one connection, with TTLs from the settings."""
+    """The stores over one connection, with TTLs from the settings."""
 
     def __init__(self, redis: Redis, settings: Settings):
         self.redis = redis
@@ -341,3 +385,4 @@ class Stores:
         self.jobs = JobStore(redis, settings.job_ttl_seconds)
         self.models = ModelStore(redis, settings.model_ttl_seconds)
         self.idempotency = IdempotencyStore(redis, settings.idempotency_ttl_seconds)
+        self.plots = PlotStore(redis, settings.job_ttl_seconds)

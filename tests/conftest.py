@@ -82,3 +82,15 @@ def service_url(service_env, service_workers, tmp_path_factory):
     """Base URL of a live API (uvicorn subprocess) with real Redis and real workers."""
     with live_api(service_env, service_workers, tmp_path_factory.mktemp("logs") / "api.log") as url:
         yield url
+
+
+# Two tenants for the tests of tenancy in the console, plots and client (keys are test-only).
+TENANT_KEYS = {"acme": "acme-console-key-1", "globex": "globex-console-key-2"}
+
+
+@pytest.fixture(scope="session")
+def keyed_service_url(service_env, service_workers, tmp_path_factory):
+    """A second API on the same Redis and workers, with API keys for the two TENANT_KEYS."""
+    env = {**service_env, "MMC_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items())}
+    with live_api(env, service_workers, tmp_path_factory.mktemp("logs") / "api-keyed.log") as url:
+        yield url

@@ -17,7 +17,8 @@ def test_openapi_documents_every_route_and_problem_responses():
     document = current_openapi()
     paths = document["paths"]
     for path in ("/v1/algorithms", "/v1/datasets", "/v1/jobs", "/v1/jobs/{job_id}",
-                 "/v1/jobs/{job_id}/result", "/v1/models/{model_id}",
+                 "/v1/jobs/{job_id}/result", "/v1/jobs/{job_id}/plot",
+                 "/v1/jobs/{job_id}/labels.csv", "/v1/models/{model_id}",
                  "/v1/models/{model_id}/export", "/v1/models/{model_id}/predict",
                  "/healthz", "/readyz", "/metrics"):
         assert path in paths, path

@@ -11,6 +11,7 @@ from rq import Worker
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
+from worker.plots import warm_up
 from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
 
 
@@ -28,6 +29,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
                name: str | None = None) -> bool:
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse."""
     connection = Redis.from_url(redis_url or get_settings().redis_url)
+    warm_up()
     worker = Worker(
         [get_queue(q, connection) for q in queues],
         connection=connection,

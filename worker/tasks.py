@@ -25,10 +25,12 @@ from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import deliver
+from worker.plots import job_plot
 
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.05
+MAX_REPORTED_OBJECTIVES = 1000
 
 
 class JobCanceledError(Exception):
@@ -104,9 +106,14 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
     jobs = stores.jobs
 
     last_write = 0.0
+    # Every objective the fit reports, for the job page's history where the estimator keeps none.
+    reported: list[float] = []
 
     def progress(step: int, objective: float | None, message: str) -> None:
         nonlocal last_write
+        if (objective is not None and np.isfinite(objective)
+                and len(reported) < MAX_REPORTED_OBJECTIVES):
+            reported.append(float(objective))
         now = time.time()
         if step > 1 and now - last_write < PROGRESS_INTERVAL_SECONDS:
             return
@@ -151,6 +158,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
         })
         extras = estimator.result_extras()
+        if reported and "objective_history" not in extras:
+            extras["reported_objectives"] = reported
         timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds}
         jobs.put_result(job_id, {
             "job_id": job_id,
@@ -163,6 +172,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         })
         timing["store_seconds"] = time.perf_counter() - store_started
+        if get_settings().plots:
+            timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
         done = jobs.transition(job_id, ("running",), status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         return "succeeded" if done else "canceled"
@@ -178,6 +189,31 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
                         error={"type": type(exc).__name__, "message": str(exc)})
         return "failed"
+
+
+def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dict[str, Any]
+               ) -> float | None:
+    """Draw the job's plot before it is marked succeeded, so a client that sees ``succeeded``
+    finds it; returns the seconds it took. A plot that cannot be drawn loses the picture, not
+    the job (``GET /v1/jobs/{id}/plot`` then says so)."""
+    started = time.perf_counter()
+    try:
+        images = job_plot(
+            spec.name, X, estimator.labels_,
+            predict=estimator.predict if spec.input_kind == "vectors" else None,
+            # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
+            outlier_label=None if spec.labels == "required" else -1,
+            outliers=extras.get("outliers") or (),
+        )
+        stores.plots.put(job_id, images)
+    except JobTimeoutException:
+        # The fit and its result are done: a plot cut off by the job's timeout is skipped.
+        log.warning("plot of job %s not drawn: the job's timeout ran out", job_id)
+        return None
+    except Exception:
+        log.exception("plot of job %s not drawn", job_id)
+        return None
+    return time.perf_counter() - started
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
+from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import PROBLEM_RESPONSES, ProblemError
 from service.schemas import JobPage, JobResource, JobResult
 
@@ -47,9 +48,22 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                 "offset": offset, "limit": limit}
 
     @router.get("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
-    def get_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    async def get_job(
+        job_id: str,
+        request: Request,
+        caller: Annotated[str, Depends(owner)],
+        wait: Annotated[float | None, Query(
+            gt=0, le=MAX_WAIT_SECONDS,
+            description="Long poll: answer as soon as the job's status differs from the one "
+                        "it had when the request arrived, or after this many seconds (at most "
+                        "60); a finished job answers at once.")] = None,
+    ):
         """Status, progress, timing, and the error when it failed."""
-        return render_job(request.app.state.jobs.get(job_id, caller))
+        record = await read_job(request, job_id, caller)
+        if wait is not None:
+            record = await wait_for_change(request, job_id, record, wait,
+                                           lambda: read_job(request, job_id, caller))
+        return render_job(record)
 
     @router.delete("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
     def cancel_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):

@@ -1,0 +1,69 @@
+"""Long polling of a job: ``GET /v1/jobs/{id}?wait=S`` answers when the status changes, or after S.
+
+Every status change of a job is published on its channel (``JobStore.transition``). A waiting
+request subscribes, reads the record again (a change between the first read and the subscription
+would otherwise be missed), then awaits a message on an asyncio Redis connection: no thread is
+held while it waits, so many callers can wait at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+
+from service.stores import FINAL_STATUSES, Keys
+
+MAX_WAIT_SECONDS = 60
+# A waiting request looks up this often whether its caller is still there, so a closed
+# connection frees its subscription before the wait is over.
+CHECK_SECONDS = 1.0
+
+
+def event_client(request: Request) -> aioredis.Redis:
+    """The API process's asyncio Redis client, made on first use (the app is built before an
+    event loop exists, and an app that nobody long-polls needs none)."""
+    state = request.app.state
+    client = getattr(state, "event_redis", None)
+    if client is None:
+        settings = state.settings
+        client = aioredis.Redis.from_url(
+            settings.redis_url, socket_connect_timeout=settings.redis_timeout_seconds)
+        state.event_redis = client
+    return client
+
+
+async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], seconds: float,
+                          read: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """The job's record once its status differs from ``seen``'s, or after ``seconds``."""
+    if seen["status"] in FINAL_STATUSES:
+        return seen
+    deadline = time.monotonic() + seconds
+    pubsub = event_client(request).pubsub(ignore_subscribe_messages=True)
+    try:
+        await pubsub.subscribe(Keys.job_events(job_id))
+        record = await read()
+        while record["status"] == seen["status"]:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or await request.is_disconnected():
+                break
+            message = await pubsub.get_message(timeout=min(remaining, CHECK_SECONDS))
+            if message is not None:
+                record = await read()
+        return record
+    finally:
+        # The reset must finish even when the request is cancelled mid-wait, or the pooled
+        # connection would go back still subscribed.
+        with contextlib.suppress(Exception):
+            await asyncio.shield(pubsub.aclose())
+
+
+async def read_job(request: Request, job_id: str, caller: str) -> dict[str, Any]:
+    """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread)."""
+    return await run_in_threadpool(request.app.state.jobs.get, job_id, caller)

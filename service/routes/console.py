@@ -1,0 +1,77 @@
+"""The web console: server-rendered pages at ``/`` (jobs and the upload form) and
+``/ui/jobs/{id}`` (one job), with one small script vendored beside them (no CDN: it runs offline).
+
+The pages hold no tenant data: the script fetches it from the API with the key the user entered
+once (kept in the tab's ``sessionStorage`` and sent as ``X-API-Key``), so the console sees exactly
+what that key may see through the API, and a page can be served without authentication.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from algorithms.registry import REGISTRY
+
+CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
+STATIC_PATH = "/ui/static"
+templates = Jinja2Templates(directory=CONSOLE_DIR / "templates")
+
+# Pages and script come from this origin only; plots and downloads are blob: URLs the script
+# makes from authenticated fetches.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' blob: data:; script-src 'self'; "
+        "style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+def uploadable_algorithms() -> list[dict[str, object]]:
+    """Algorithms that can run on an uploaded matrix alone (no sequences, no required labels),
+    with their default number of clusters for the form."""
+    choices = []
+    for spec in REGISTRY.values():
+        if spec.input_kind != "vectors" or spec.labels == "required":
+            continue
+        fields = spec.params_model.model_fields
+        default = fields["n_clusters"].default if "n_clusters" in fields else None
+        choices.append({"name": spec.name, "summary": spec.summary, "n_clusters": default})
+    return choices
+
+
+def page(request: Request, template: str, **context) -> HTMLResponse:
+    response = templates.TemplateResponse(request, template, {
+        "static": STATIC_PATH,
+        "auth_required": bool(request.app.state.api_keys),
+        **context,
+    })
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request):
+    return page(request, "home.html", algorithms=uploadable_algorithms())
+
+
+@router.get("/ui")
+def ui_root():
+    return RedirectResponse("/", status_code=307)
+
+
+@router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(request: Request, job_id: str):
+    return page(request, "job.html", job_id=job_id)
+
+
+def mount_static(app) -> None:
+    app.mount(STATIC_PATH, StaticFiles(directory=CONSOLE_DIR / "static"), name="console-static")
