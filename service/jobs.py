@@ -217,7 +217,7 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
     if retry_safe and attempt <= settings.retry_lost_jobs:
         new_rq_id = f"{job_id}-{attempt + 1}"
         moved = stores.jobs.transition(
-            job_id, (record["status"],), status="queued", attempt=attempt + 1,
+            job_id, (record["status"],), fence=rq_id, status="queued", attempt=attempt + 1,
             rq_job_id=new_rq_id, started_at=None,
             progress={"step": 0, "objective": None, "updated_at": time.time(),
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
@@ -226,7 +226,7 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
             return "queued"
         return None
     moved = stores.jobs.transition(
-        job_id, ("queued", "running"), status="failed", finished_at=time.time(),
+        job_id, ("queued", "running"), fence=rq_id, status="failed", finished_at=time.time(),
         error={"type": error_type, "message": reason})
     if not moved:
         return None

@@ -55,19 +55,23 @@ def run_job(job_id: str) -> str:
     record = jobs.get(job_id)
     if record is None:
         return "expired"
+    # The attempt's RQ job id fences every write: once the job is re-queued as a new attempt,
+    # this one can no longer change its record or result.
+    current = get_current_job()
+    fence = current.id if current is not None else None
     started_at = time.time()
     worker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
     settings = get_settings()
     heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds)
     heartbeat.beat()
-    if not jobs.transition(job_id, ("queued",), status="running", started_at=started_at,
-                           worker=worker):
+    if not jobs.transition(job_id, ("queued",), fence=fence, status="running",
+                           started_at=started_at, worker=worker):
         heartbeat.stop()
-        return str(record.get("status"))  # canceled before it started
+        return str(record.get("status"))  # canceled before it started, or a stale attempt
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
     heartbeat.start()
     try:
-        status = _run(stores, job_id, record)
+        status = _run(stores, job_id, record, fence)
     finally:
         heartbeat.stop()
     if status in ("succeeded", "failed"):
@@ -100,7 +104,7 @@ class Heartbeat(threading.Thread):
             self.redis.delete(self.key)
 
 
-def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
+def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None) -> str:
     jobs = stores.jobs
 
     last_write = 0.0
@@ -113,7 +117,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         last_write = now
         update = {"step": int(step), "objective": objective, "message": str(message)[:500],
                   "updated_at": now}
-        if not jobs.transition(job_id, ("running",), progress=update):
+        if not jobs.transition(job_id, ("running",), fence=fence, progress=update):
             raise JobCanceledError(job_id)
 
     try:
@@ -151,8 +155,9 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
         })
         extras = estimator.result_extras()
-        timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds}
-        jobs.put_result(job_id, {
+        timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds,
+                  "store_seconds": time.perf_counter() - store_started}
+        result = {
             "job_id": job_id,
             "algorithm": spec.name,
             "labels": _as_json(estimator.labels_),
@@ -161,23 +166,29 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "warnings": list(extras.get("warnings") or []),
             "model_id": model_id,
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
-        })
-        timing["store_seconds"] = time.perf_counter() - store_started
-        done = jobs.transition(job_id, ("running",), status="succeeded", finished_at=time.time(),
+        }
+        # Result, status and model_id in one fenced step: they come from the same attempt.
+        done = jobs.transition(job_id, ("running",), fence=fence, result=result,
+                               status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
+        if not done:
+            stores.models.delete(model_id)
         return "succeeded" if done else "canceled"
     except JobCanceledError:
         return "canceled"
     except JobTimeoutException as exc:
         message = f"timed out after {record.get('timeout_seconds')} s: {exc}"
-        jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
-                        error={"type": type(exc).__name__, "message": message})
-        return "failed"
+        return _fail(jobs, job_id, fence, type(exc).__name__, message)
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
-                        error={"type": type(exc).__name__, "message": str(exc)})
-        return "failed"
+        return _fail(jobs, job_id, fence, type(exc).__name__, str(exc))
+
+
+def _fail(jobs, job_id: str, fence: str | None, error_type: str, message: str) -> str:
+    moved = jobs.transition(job_id, ("queued", "running"), fence=fence, status="failed",
+                            finished_at=time.time(),
+                            error={"type": error_type, "message": message})
+    return "failed" if moved else "canceled"
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:
@@ -196,7 +207,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         message = "timed out" + (f" after {timeout} s" if timeout else "")
         if detail:
             message += f": {detail}"
-        if stores.jobs.transition(job_id, ("queued", "running"), status="failed",
+        if stores.jobs.transition(job_id, ("queued", "running"), fence=job.id, status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
             deliver(settings, stores.jobs.get(job_id) or {})
