@@ -12,6 +12,7 @@ import algorithms.registry  # noqa: F401  (import the numerics once, before the 
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
+from worker.sweeper import Sweeper
 
 
 def horse_killed(job, retpid, ret_val, rusage) -> None:
@@ -26,8 +27,10 @@ def horse_killed(job, retpid, ret_val, rusage) -> None:
 
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
                name: str | None = None) -> bool:
-    """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse."""
-    connection = Redis.from_url(redis_url or get_settings().redis_url)
+    """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
+    A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
+    settings = get_settings()
+    connection = Redis.from_url(redis_url or settings.redis_url)
     worker = Worker(
         [get_queue(q, connection) for q in queues],
         connection=connection,
@@ -36,7 +39,13 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
         job_monitoring_interval=5,
         work_horse_killed_handler=horse_killed,
     )
-    return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+    sweeper = Sweeper(redis_url or settings.redis_url, settings)
+    if not burst:
+        sweeper.start()
+    try:
+        return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+    finally:
+        sweeper.stop()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
