@@ -47,6 +47,8 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
             f"(appendfsync {fsync})")
     else:
         say(f"using Redis at {os.environ['MMC_REDIS_URL']}")
+    n_workers = workers_per_queue * len(QUEUE_NAMES)
+    env.setdefault("MMC_LOCAL_WORKERS", str(n_workers))  # the default per-job memory cap
     for queue in QUEUE_NAMES:
         for index in range(workers_per_queue):
             children.append(Child(f"worker-{queue}-{index + 1}", lambda q=queue: (

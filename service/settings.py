@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(
         30, ge=1, description="A running job whose worker is silent this long is lost."
     )
+    job_memory_mb: int | None = Field(
+        None, ge=0, description="Memory a job may allocate beyond its worker's own (0: no cap; "
+                                "default: 3/4 of the machine's memory over its workers)."
+    )
     retry_lost_jobs: int = Field(
         1, ge=0, le=5, description="Times a lost job of a retry-safe algorithm is re-queued."
     )

@@ -25,6 +25,7 @@ from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import deliver
+from worker import memory
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,11 @@ def run_job(job_id: str) -> str:
         heartbeat.stop()
         return str(record.get("status"))  # canceled before it started, or a stale attempt
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
+    # Only in a work horse: the cap must not outlive the job in a process that runs others.
+    cap = memory.apply_cap(job_memory_mb(settings)) if current is not None else None
     heartbeat.start()
     try:
-        status = _run(stores, job_id, record, fence)
+        status = _run(stores, job_id, record, fence, cap)
     finally:
         heartbeat.stop()
     if status in ("succeeded", "failed"):
@@ -104,7 +107,12 @@ class Heartbeat(threading.Thread):
             self.redis.delete(self.key)
 
 
-def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None) -> str:
+def job_memory_mb(settings) -> int:
+    return memory.default_cap_mb() if settings.job_memory_mb is None else settings.job_memory_mb
+
+
+def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
+         cap: memory.MemoryCap | None) -> str:
     jobs = stores.jobs
 
     last_write = 0.0
@@ -179,6 +187,13 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None)
     except JobTimeoutException as exc:
         message = f"timed out after {record.get('timeout_seconds')} s: {exc}"
         return _fail(jobs, job_id, fence, type(exc).__name__, message)
+    except MemoryError as exc:
+        if cap is None:
+            raise
+        spec = get_spec(record["algorithm"])
+        params = spec.parse_params(record["params"])
+        advice = memory.hint(spec.name, spec.max_n_for(params), record.get("n_samples"))
+        return _fail(jobs, job_id, fence, "OutOfMemory", cap.message(exc, advice))
     except Exception as exc:
         log.exception("job %s failed", job_id)
         return _fail(jobs, job_id, fence, type(exc).__name__, str(exc))
