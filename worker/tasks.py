@@ -7,6 +7,7 @@ canceled while running stops at its next iteration even if the stop command is l
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -63,7 +64,7 @@ def run_job(job_id: str) -> str:
     started_at = time.time()
     worker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
     settings = get_settings()
-    heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds)
+    heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds, fence)
     heartbeat.beat()
     if not jobs.transition(job_id, ("queued",), fence=fence, status="running",
                            started_at=started_at, worker=worker):
@@ -82,29 +83,48 @@ def run_job(job_id: str) -> str:
     return status
 
 
-class Heartbeat(threading.Thread):
-    """Keeps ``mmc:job:<id>:alive`` set while the job runs; the API takes its absence for longer
-    than the heartbeat window as the death of the worker (``kill -9``, lost machine)."""
+# The heartbeat is fenced like every other write: an attempt that is no longer the job's current
+# one neither renews nor deletes the key that the current attempt keeps alive.
+_BEAT = """
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'rq_job_id') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', tonumber(ARGV[3]))
+return 1
+"""
+_UNBEAT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
-    def __init__(self, redis: Redis, job_id: str, seconds: int):
+
+class Heartbeat(threading.Thread):
+    """Keeps ``mmc:job:<id>:alive`` set while the job runs; the API and the sweeper take its
+    absence for longer than the heartbeat window as the death of the worker (``kill -9``, lost
+    machine)."""
+
+    def __init__(self, redis: Redis, job_id: str, seconds: int, fence: str | None = None):
         super().__init__(daemon=True, name=f"heartbeat-{job_id}")
-        self.redis, self.key, self.seconds = redis, Keys.job_alive(job_id), seconds
+        self.redis, self.seconds = redis, seconds
+        self.keys = [Keys.job(job_id), Keys.job_alive(job_id)]
+        self.fence = "" if fence is None else json.dumps(fence)
+        self.value = fence or "1"
+        self._beat = redis.register_script(_BEAT)
+        self._unbeat = redis.register_script(_UNBEAT)
         self._stopped = threading.Event()
 
     def beat(self) -> None:
-        self.redis.set(self.key, "1", ex=self.seconds)
+        self._beat(keys=self.keys, args=[self.fence, self.value, self.seconds])
 
     def run(self) -> None:
         while not self._stopped.wait(self.seconds / 3):
             try:
                 self.beat()
             except RedisError:
-                log.warning("heartbeat of %s not written", self.key)
+                log.warning("heartbeat of %s not written", self.keys[1])
 
     def stop(self) -> None:
         self._stopped.set()
         with contextlib.suppress(RedisError):
-            self.redis.delete(self.key)
+            self._unbeat(keys=self.keys[1:], args=[self.value])
 
 
 def job_memory_mb(settings) -> int:
