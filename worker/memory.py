@@ -79,6 +79,6 @@ def apply_cap(cap_mb: int) -> MemoryCap | None:
 
 def hint(algorithm: str, max_n: int, n_samples: int | None) -> str:
     size = f"this job has {n_samples} points; " if n_samples else ""
-    return (f"hint: {size}submit fewer points (the registry allows up to {max_n} for "
-            f"{algorithm}, memory permitting), pick an algorithm that needs less memory "
-            "(itersvr or cpm3c scale linearly in n), or raise MMC_JOB_MEMORY_MB")
+    return (f"hint: {size}submit fewer points (max_n of {algorithm} is {max_n}, memory "
+            "permitting), pick an algorithm that needs less memory (itersvr and cpm3c grow "
+            "linearly with n), or raise MMC_JOB_MEMORY_MB")
