@@ -6,8 +6,9 @@ A sweep looks at every queued or running job (the tenants' active sets):
 
 - running, its heartbeat silent for ``MMC_WORKER_HEARTBEAT_SECONDS`` (worker killed with its
   horse, machine lost): failed with the reason, or re-queued once if retry-safe;
-- queued, its RQ job missing for longer than the heartbeat window (the API died between creating
-  the record and enqueueing it, or Redis lost the queue entry): enqueued again;
+- queued, its RQ job missing (the API died between creating the record and enqueueing it), or
+  taken from its queue by a worker that died before starting it, for longer than the window:
+  enqueued again as a new attempt (it never ran, so any algorithm may be);
 - queued, its RQ job failed or stopped without the record moving: as a lost job;
 - queued or running: its dataset's TTL is renewed to cover the job, so a job waiting in the
   queue never finds its data expired.
@@ -21,6 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from redis import Redis
@@ -31,7 +33,7 @@ from rq.job import Job, JobStatus
 from service.jobs import enqueue, lost_job
 from service.settings import Settings
 from service.stores import Keys, Stores
-from worker.queues import SERIALIZER
+from worker.queues import SERIALIZER, get_queue
 
 log = logging.getLogger(__name__)
 
@@ -75,22 +77,54 @@ def sweep(redis: Redis, settings: Settings, now: float | None = None) -> list[tu
 
 def _check_queued(redis: Redis, settings: Settings, record: dict[str, Any],
                   now: float) -> str | None:
+    """A queued job that no queue holds and no worker runs goes back on its queue."""
     rq_id = record.get("rq_job_id") or record["id"]
+    window = settings.worker_heartbeat_seconds
     try:
-        status = Job.fetch(rq_id, connection=redis, serializer=SERIALIZER).get_status()
+        rq_job = Job.fetch(rq_id, connection=redis, serializer=SERIALIZER)
+        status = rq_job.get_status()
     except NoSuchJobError:
-        status = None
-    if status is None:
+        rq_job, status = None, None
+    if rq_job is None:
         # Grace of one window: the API creates the record just before it enqueues the job.
-        if now - (record.get("queued_at") or now) <= settings.worker_heartbeat_seconds:
-            return None
-        enqueue(redis, settings, record)
-        return "enqueued again (its queue entry was missing)"
+        if now - (record.get("queued_at") or now) > window:
+            return _requeue(redis, settings, record, "its queue entry was missing")
+        return None
     if status in (JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED):
         return lost_job(redis, settings, record["id"],
                         f"the job's queue entry ended {status.value} before the job ran",
                         in_api=True, expected_rq_id=rq_id)
+    if status == JobStatus.QUEUED and _age(rq_job.enqueued_at, now) > window \
+            and redis.lpos(get_queue(record["queue"], redis).key, rq_id) is None:
+        return _requeue(redis, settings, record, "a worker took it from the queue and died")
+    if status == JobStatus.STARTED and _age(rq_job.started_at, now) > window:
+        # Its horse marks it running first thing: the worker died before starting it.
+        return _requeue(redis, settings, record, "the worker that took it died before starting it")
     return None
+
+
+def _age(moment: datetime | None, now: float) -> float:
+    if moment is None:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return now - moment.timestamp()
+
+
+def _requeue(redis: Redis, settings: Settings, record: dict[str, Any], reason: str) -> str | None:
+    """Enqueue a job that never ran as a new attempt: its new RQ id fences out the old queue
+    entry, should a worker still hold it, so the job runs once."""
+    attempt = int(record.get("attempt") or 1) + 1
+    new_rq_id = f"{record['id']}-{attempt}"
+    moved = Stores(redis, settings).jobs.transition(
+        record["id"], ("queued",), fence=record.get("rq_job_id") or record["id"],
+        attempt=attempt, rq_job_id=new_rq_id,
+        progress={"step": 0, "objective": None, "updated_at": time.time(),
+                  "message": f"queued again by the sweeper: {reason}"})
+    if not moved:
+        return None
+    enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
+    return f"queued again ({reason})"
 
 
 def _keep_dataset(redis: Redis, record: dict[str, Any], window: int) -> None:
