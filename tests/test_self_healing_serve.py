@@ -235,3 +235,30 @@ def test_child_crashing_at_start_is_given_up_on_with_a_message(tmp_path):
     assert result.returncode == 1, result.stderr[-3000:]
     assert "api exited within 10 s of starting 3 times in a row" in result.stderr
     assert "giving up and stopping everything" in result.stderr
+
+
+def test_redis_killed_under_appendfsync_everysec_loses_no_accepted_job(tmp_path):
+    """Redis writes its append-only file before it answers; ``everysec`` only delays the fsync,
+    which a SIGKILL of the process (unlike a power loss) does not need. Counted, for the README."""
+    deployment = Serve(tmp_path, env={"MMC_REDIS_APPENDFSYNC": "everysec"})
+    try:
+        processes.wait_ready(deployment.url, timeout=START_TIMEOUT,
+                             processes=[deployment.process])
+        with httpx.Client(base_url=deployment.url, timeout=30) as client:
+            accepted = [client.post("/v1/jobs", json=tiny(seed)).json()["id"]
+                        for seed in range(40)]
+        os.kill(deployment.child("redis-server"), signal.SIGKILL)  # right after the last 202
+        killed_at = time.monotonic()
+        ready_after(deployment.url, killed_at)
+        lost = []
+        for job_id in accepted:
+            response = httpx.get(f"{deployment.url}/v1/jobs/{job_id}", timeout=10)
+            if response.status_code == 404:
+                lost.append(job_id)
+        print(f"\nappendfsync everysec, Redis SIGKILLed right after the last of "
+              f"{len(accepted)} accepted jobs: {len(lost)} lost")
+        assert lost == []
+        assert all(wait_final(deployment.url, job_id)["status"] == "succeeded"
+                   for job_id in accepted)
+    finally:
+        deployment.stop()
