@@ -146,13 +146,14 @@ class DatasetStore:
 
 # Atomic "move from one of these statuses to that one, and set these fields": the worker, the API
 # (cancel) and failure handlers race on a job record, and whoever moves first wins. A fencing
-# token (ARGV[2], the attempt's RQ job id; empty: none) must equal the record's ``rq_job_id``, so
-# an earlier attempt still running after its job was re-queued cannot write; the result (ARGV[3],
-# to KEYS[3] for ARGV[4] seconds) is written in the same step as the status that announces it.
+# token (ARGV[2], the attempt's RQ job id; empty: none) must equal the record's ``rq_job_id`` (if
+# it has one), so an earlier attempt still running after its job was re-queued cannot write; the
+# result (ARGV[3], to KEYS[3] for ARGV[4] seconds) is written in the same step as the status.
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return 0 end
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'rq_job_id') ~= ARGV[2] then return 0 end
+local attempt = redis.call('HGET', KEYS[1], 'rq_job_id')
+if ARGV[2] ~= '' and attempt and attempt ~= ARGV[2] then return 0 end
 local allowed = cjson.decode(ARGV[1])
 for _, status in ipairs(allowed) do
   if status == current then
