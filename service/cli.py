@@ -51,8 +51,7 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
     env.setdefault("MMC_LOCAL_WORKERS", str(n_workers))  # the default per-job memory cap
     for queue in QUEUE_NAMES:
         for index in range(workers_per_queue):
-            children.append(Child(f"worker-{queue}-{index + 1}", lambda q=queue: (
-                processes.start_worker([q], env, log_file=sys.stderr))))
+            children.append(worker_child(queue, index + 1, env))
     children.append(Child("api", lambda: processes.start_api(
         host, port, env, log_file=sys.stderr, workers=api_workers), kind="api"))
 
@@ -80,6 +79,36 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         supervisor.stop_all(grace_seconds, lambda pids: settle_stopped_jobs(env, pids))
     return code
+
+
+def worker_child(queue: str, index: int, env: dict[str, str]):
+    """A supervised worker whose RQ registration is removed when it dies, so ``/readyz`` counts
+    only live workers (RQ would keep a SIGKILLed one listed until its key expires)."""
+    from redis import Redis
+    from rq import Worker
+
+    from service import processes
+    from service.supervisor import Child
+    from worker.queues import SERIALIZER
+
+    name = f"worker-{queue}-{index}"
+
+    def rq_name(child: Child) -> str:
+        return f"{name}.{os.getpid()}.{len(child.pids)}"
+
+    def start():
+        return processes.start_worker([queue], env, log_file=sys.stderr,
+                                      name=f"{name}.{os.getpid()}.{len(child.pids) + 1}")
+
+    def forget(dead: Child) -> None:
+        redis = Redis.from_url(env["MMC_REDIS_URL"], socket_connect_timeout=0.5, socket_timeout=2)
+        worker = Worker.find_by_key(f"{Worker.redis_worker_namespace_prefix}{rq_name(dead)}",
+                                    connection=redis, serializer=SERIALIZER)
+        if worker is not None:
+            worker.register_death()
+
+    child = Child(name, start, on_exit=forget)
+    return child
 
 
 def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:

@@ -43,6 +43,7 @@ class Child:
     restart_at: float | None = None
     last_status: int | None = None
     pids: list[int] = field(default_factory=list)
+    on_exit: Callable[[Child], None] | None = None  # e.g. forget a dead worker's registration
 
     def launch(self) -> None:
         self.process = self.start()
@@ -112,6 +113,9 @@ class Supervisor:
 
     def _schedule_restart(self, child: Child, status: int, now: float) -> None:
         kill_group(child.process)  # orphans of the dead child (uvicorn's processes) go with it
+        if child.on_exit is not None:
+            with contextlib.suppress(RedisError):
+                child.on_exit(child)
         uptime = now - child.started_at
         # A child that died because Redis went away is not crashing at start.
         caused_by_redis = child.kind != "redis" and now - self._redis_restarted_at < \

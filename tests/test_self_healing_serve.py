@@ -184,6 +184,8 @@ def test_killed_child_is_restarted_and_every_job_reaches_a_final_state(serve, ma
     killed_at = time.monotonic()
     restarted = new_child(serve, marker, pid, killed_at)
     ready = ready_after(serve.url, killed_at)
+    if queue is not None:  # the dead worker is no longer counted, its replacement is
+        assert httpx.get(f"{serve.url}/readyz", timeout=10).json()["workers"][queue] == 1
     after = submit(serve.url, tiny(4, "gmmc" if queue == "slow" else "itersvr"))
     assert wait_final(serve.url, after)["status"] == "succeeded"
     served = time.monotonic() - killed_at

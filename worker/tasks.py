@@ -71,9 +71,9 @@ def run_job(job_id: str) -> str:
         heartbeat.stop()
         return str(record.get("status"))  # canceled before it started, or a stale attempt
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
+    heartbeat.start()  # first: its thread's stack is the worker's, not the job's, memory
     # Only in a work horse: the cap must not outlive the job in a process that runs others.
     cap = memory.apply_cap(job_memory_mb(settings)) if current is not None else None
-    heartbeat.start()
     try:
         status = _run(stores, job_id, record, fence, cap)
     finally:
