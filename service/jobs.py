@@ -20,7 +20,7 @@ from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
 from service.settings import Settings
 from service.stores import FINAL_STATUSES, Keys, Stores, new_id
-from service.webhooks import deliver_in_background, tenant_secret, url_problem
+from service.webhooks import schedule, tenant_secret, url_problem
 from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
@@ -135,7 +135,7 @@ class JobService:
                     and not self.redis.exists(Keys.job_alive(job_id))):
                 lost_job(self.redis, self.settings, job_id,
                          f"the job's worker stopped sending heartbeats for {heartbeat} s "
-                         "(killed or disconnected)", in_api=True)
+                         "(killed or disconnected)")
                 return self.stores.jobs.get(job_id) or record
         try:
             rq_job = Job.fetch(rq_id, connection=self.redis, serializer=SERIALIZER)
@@ -150,7 +150,7 @@ class JobService:
                 latest = rq_job.latest_result()
                 if latest is not None and latest.exc_string:
                     reason = f"{reason}: {latest.exc_string.strip().splitlines()[-1]}"
-            lost_job(self.redis, self.settings, job_id, reason, in_api=True,
+            lost_job(self.redis, self.settings, job_id, reason,
                      expected_rq_id=rq_id)
             record = self.stores.jobs.get(job_id) or record
         return record
@@ -177,7 +177,7 @@ class JobService:
         else:
             return self.get(job_id, owner)
         final = self.get(job_id, owner)
-        deliver_in_background(self.settings, final)
+        schedule(self.redis, self.settings, final)
         return final
 
 
@@ -197,8 +197,7 @@ def record_id(rq_job_id: str) -> str:
 
 
 def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
-             error_type: str = "WorkerError", in_api: bool = False,
-             expected_rq_id: str | None = None) -> str | None:
+             error_type: str = "WorkerError", expected_rq_id: str | None = None) -> str | None:
     """A running (or dequeued) job lost its worker: re-queue it as a new attempt when its
     algorithm is retry-safe and attempts remain (``MMC_RETRY_LOST_JOBS``), else fail it with
     ``reason``. Returns the new status, or ``None`` if the job had already moved on."""
@@ -230,13 +229,7 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
         error={"type": error_type, "message": reason})
     if not moved:
         return None
-    final = stores.jobs.get(job_id)
-    if in_api:
-        deliver_in_background(settings, final)
-    else:
-        from service.webhooks import deliver
-
-        deliver(settings, final or {})
+    schedule(redis, settings, stores.jobs.get(job_id))
     return "failed"
 
 

@@ -49,7 +49,10 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = Field(
         False, description="Allow callbacks to loopback, link-local and private addresses."
     )
-    webhook_max_attempts: int = Field(5, ge=1, le=20, description="Deliveries tried per event.")
+    webhook_max_attempts: int = Field(
+        10, ge=1, le=20, description="Deliveries tried per event (retries spaced 1, 2, 4, ... s "
+                                     "by default: 10 attempts span about 8.5 minutes)."
+    )
     webhook_backoff_seconds: float = Field(
         1.0, ge=0, description="First retry delay of a callback; doubles per attempt."
     )

@@ -2,7 +2,8 @@
 workers: the sweeper finds a lost job that nobody polls (and its webhook goes out), re-enqueues a
 job whose record was created but never enqueued (its dataset kept alive meanwhile), a stale
 attempt frozen with SIGSTOP and resumed after its job was re-queued changes nothing, and a job
-past the per-job memory cap fails with a message while the worker serves the next job."""
+past the per-job memory cap fails with a message while the worker serves the next job, and
+webhooks are delivered off the job's work horse, retried by RQ's scheduler under one webhook-id."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,11 +20,13 @@ import httpx
 import numpy as np
 import pytest
 from redis import Redis
+from rq.job import Job
 from sklearn.datasets import make_blobs
 
 from service.settings import Settings
 from service.stores import Keys, Stores, new_id
 from tests.hardening import Deployment
+from worker.queues import SERIALIZER
 
 HEARTBEAT = 2
 MEMORY_MB = 50
@@ -31,28 +35,36 @@ SECRET = "whsec_" + base64.b64encode(b"self-healing-test-secret-0123456").decode
 
 
 class Receiver(ThreadingHTTPServer):
-    """Keeps every webhook delivery and answers 204."""
+    """Answers 500 to the first ``fail_first`` deliveries, then 204; keeps every delivery."""
 
-    def __init__(self):
+    def __init__(self, fail_first: int = 0, port: int = 0):
         self.bodies: list[dict] = []
+        self.ids: list[str] = []
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(handler):  # noqa: N805
                 body = handler.rfile.read(int(handler.headers["content-length"]))
                 self.bodies.append(json.loads(body))
-                handler.send_response(204)
+                self.ids.append(handler.headers["webhook-id"])
+                handler.send_response(500 if len(self.bodies) <= fail_first else 204)
                 handler.send_header("content-length", "0")
                 handler.end_headers()
 
             def log_message(handler, *args):  # noqa: N805
                 pass
 
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(("127.0.0.1", port), Handler)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+    def wait(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.bodies) < count:
+            assert time.monotonic() < deadline, f"{len(self.bodies)} deliveries: {self.ids}"
+            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +76,9 @@ def deployment(tmp_path_factory):
         "MMC_JOB_MEMORY_MB": str(MEMORY_MB),
         "MMC_WEBHOOK_SECRETS": f"anonymous:{SECRET}",
         "MMC_WEBHOOK_ALLOW_PRIVATE": "true",
+        # Retries after 1, 1, 2, 4, 8, 16 and 32 s (the default, 5 attempts from 1 s, spans 15 s).
+        "MMC_WEBHOOK_MAX_ATTEMPTS": "8",
+        "MMC_WEBHOOK_BACKOFF_SECONDS": "0.5",
     }, workers=2)
     yield deployment
     deployment.close()
@@ -189,10 +204,7 @@ def test_lost_job_nobody_polls_is_failed_by_the_sweeper_and_its_webhook_delivere
         detected_after = time.monotonic() - killed_at
         assert done["status"] == "failed", done
         assert "heartbeats" in done["error"]["message"] and "sweeper" in done["error"]["message"]
-        deadline = time.monotonic() + 20
-        while not receiver.bodies:
-            assert time.monotonic() < deadline, "no webhook delivered"
-            time.sleep(0.05)
+        receiver.wait(1, timeout=20)
         event = receiver.bodies[-1]
         assert event["type"] == "job.failed" and event["data"]["id"] == job_id
         print(f"lost job failed by the sweeper {detected_after:.1f} s after the kill "
@@ -242,3 +254,45 @@ def test_job_past_the_memory_cap_fails_with_a_message_and_the_worker_serves_the_
     assert worker.poll() is None  # only the work horse was limited
     following = submit(deployment.url, tiny(5, "gmmc"))
     assert wait_record(redis, following, final, timeout=120)["status"] == "succeeded"
+
+
+def test_failing_receiver_does_not_hold_the_worker_and_every_attempt_has_one_webhook_id(
+        deployment, redis):
+    receiver = Receiver(fail_first=5)
+    try:
+        job_id = submit(deployment.url, {**tiny(6), "callback_url": receiver.url})
+        done = wait_record(redis, job_id, final, timeout=60)
+        assert done["status"] == "succeeded", done
+        # The work horse ends right after the job: deliveries are jobs of their own.
+        rq_job = Job.fetch(job_id, connection=redis, serializer=SERIALIZER)
+        deadline = time.monotonic() + 30
+        while rq_job.ended_at is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+            rq_job.refresh()
+        held = rq_job.ended_at.timestamp() - done["finished_at"]
+        receiver.wait(6, timeout=60)  # five 500s, then accepted
+        print(f"\nthe work horse ended {held:.2f} s after the job; the event was accepted at "
+              f"attempt {len(receiver.ids)}")
+        assert held < 1.0
+        assert set(receiver.ids) == {f"{job_id}.succeeded"}
+        time.sleep(1.5)
+        assert len(receiver.bodies) == 6  # accepted: no further attempts
+    finally:
+        receiver.shutdown()
+
+
+def test_receiver_down_for_a_while_gets_the_event_when_it_comes_back(deployment, redis):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job_id = submit(deployment.url, {**tiny(7),
+                                     "callback_url": f"http://127.0.0.1:{port}/hook"})
+    assert wait_record(redis, job_id, final, timeout=60)["status"] == "succeeded"
+    time.sleep(5)  # connection refused at the first attempts
+    receiver = Receiver(port=port)
+    try:
+        receiver.wait(1, timeout=60)
+        assert receiver.ids == [f"{job_id}.succeeded"]
+    finally:
+        receiver.shutdown()

@@ -11,7 +11,7 @@ from rq import Worker
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
-from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
+from worker.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from worker.sweeper import Sweeper
 
 
@@ -32,7 +32,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
     worker = Worker(
-        [get_queue(q, connection) for q in queues],
+        [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
         serializer=SERIALIZER,
         name=name,
@@ -43,7 +43,8 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     if not burst:
         sweeper.start()
     try:
-        return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+        # The scheduler re-queues webhook deliveries whose retry interval has passed.
+        return worker.work(burst=burst, logging_level="INFO", with_scheduler=True)
     finally:
         sweeper.stop()
 

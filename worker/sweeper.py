@@ -64,7 +64,7 @@ def sweep(redis: Redis, settings: Settings, now: float | None = None) -> list[tu
                 outcome = lost_job(
                     redis, settings, job_id,
                     f"the job's worker stopped sending heartbeats for {window} s (killed or "
-                    "disconnected); found by the sweeper", in_api=True,
+                    "disconnected); found by the sweeper",
                     expected_rq_id=record.get("rq_job_id") or job_id)
                 if outcome:
                     done.append((job_id, outcome))
@@ -93,7 +93,7 @@ def _check_queued(redis: Redis, settings: Settings, record: dict[str, Any],
     if status in (JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED):
         return lost_job(redis, settings, record["id"],
                         f"the job's queue entry ended {status.value} before the job ran",
-                        in_api=True, expected_rq_id=rq_id)
+                        expected_rq_id=rq_id)
     if status == JobStatus.QUEUED and _age(rq_job.enqueued_at, now) > window \
             and redis.lpos(get_queue(record["queue"], redis).key, rq_id) is None:
         return _requeue(redis, settings, record, "a worker took it from the queue and died")
@@ -149,7 +149,7 @@ def settle_jobs_of_workers(redis: Redis, settings: Settings,
         if (record["status"] == "running" and worker.get("host") == host
                 and worker.get("ppid") in worker_pids):
             outcome = lost_job(redis, settings, record["id"],
-                               "mmc serve was stopped before the job finished", in_api=False,
+                               "mmc serve was stopped before the job finished",
                                expected_rq_id=record.get("rq_job_id") or record["id"])
             if outcome:
                 done.append((record["id"], outcome))

@@ -25,7 +25,7 @@ from algorithms.registry import get_spec
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
-from service.webhooks import deliver
+from service.webhooks import schedule
 from worker import memory
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def run_job(job_id: str) -> str:
     finally:
         heartbeat.stop()
     if status in ("succeeded", "failed"):
-        deliver(settings, jobs.get(job_id) or {})
+        schedule(stores.redis, settings, jobs.get(job_id))
     return status
 
 
@@ -245,7 +245,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         if stores.jobs.transition(job_id, ("queued", "running"), fence=job.id, status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
-            deliver(settings, stores.jobs.get(job_id) or {})
+            schedule(connection, settings, stores.jobs.get(job_id))
         return
     reason = detail or "the worker running this job stopped before it finished"
     lost_job(connection, settings, job_id, reason, error_type=name,
