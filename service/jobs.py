@@ -97,8 +97,12 @@ class JobService:
         }
         job_input = {"dataset_id": dataset_id, "y": prepared.y, "sequences": prepared.sequences}
         try:
-            self.stores.jobs.create(record, job_input)
-            enqueue(self.redis, self.settings, record)
+            # One MULTI/EXEC: a record is never seen without its queue entry, nor the reverse.
+            with self.redis.pipeline() as pipe:
+                pipe.multi()  # explicit, as RQ expects of a caller's pipeline
+                self.stores.jobs.create(record, job_input, pipeline=pipe)
+                enqueue(self.redis, self.settings, record, pipeline=pipe)
+                pipe.execute()
         except Exception:
             self.stores.jobs.release(owner, job_id)
             self.stores.jobs.delete(job_id, owner)
@@ -181,12 +185,13 @@ class JobService:
         return final
 
 
-def enqueue(redis: Redis, settings: Settings, record: dict[str, Any]) -> None:
-    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue."""
-    get_queue(record["queue"], redis).enqueue(
-        RUN_JOB, record["id"], job_id=record["rq_job_id"], job_timeout=record["timeout_seconds"],
-        result_ttl=600, failure_ttl=settings.job_ttl_seconds,
-        on_failure=Callback("worker.tasks.on_failure"),
+def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=None) -> None:
+    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue; on the caller's
+    transaction ``pipeline`` (executed by the caller) when given."""
+    get_queue(record["queue"], redis).enqueue_call(
+        RUN_JOB, args=(record["id"],), job_id=record["rq_job_id"],
+        timeout=record["timeout_seconds"], result_ttl=600, failure_ttl=settings.job_ttl_seconds,
+        on_failure=Callback("worker.tasks.on_failure"), pipeline=pipeline,
     )
 
 

@@ -200,14 +200,16 @@ class JobStore:
     def _encode(fields: dict[str, Any]) -> dict[str, str]:
         return {key: json.dumps(value) for key, value in fields.items()}
 
-    def create(self, record: dict[str, Any], job_input: dict[str, Any]) -> None:
+    def create(self, record: dict[str, Any], job_input: dict[str, Any], pipeline=None) -> None:
+        """Store a new job; on the caller's ``pipeline`` (executed by the caller) when given."""
         job_id, owner = record["id"], record["owner"]
-        with self.redis.pipeline() as pipe:
-            pipe.hset(Keys.job(job_id), mapping=self._encode(record))
-            pipe.expire(Keys.job(job_id), self.ttl)
-            pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
-            pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
-            pipe.expire(Keys.owner_jobs(owner), self.ttl)
+        pipe = pipeline if pipeline is not None else self.redis.pipeline()
+        pipe.hset(Keys.job(job_id), mapping=self._encode(record))
+        pipe.expire(Keys.job(job_id), self.ttl)
+        pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
+        pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
+        pipe.expire(Keys.owner_jobs(owner), self.ttl)
+        if pipeline is None:
             pipe.execute()
 
     def delete(self, job_id: str, owner: str) -> None:

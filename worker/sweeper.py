@@ -11,7 +11,9 @@ A sweep looks at every queued or running job (the tenants' active sets):
   enqueued again as a new attempt (it never ran, so any algorithm may be);
 - queued, its RQ job failed or stopped without the record moving: as a lost job;
 - queued or running: its dataset's TTL is renewed to cover the job, so a job waiting in the
-  queue never finds its data expired.
+  queue never finds its data expired;
+- webhook retries that are due go back on their queue even while RQ's scheduler lock is held
+  by a worker that was killed.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
+from rq.utils import current_timestamp
 
 from service.jobs import enqueue, lost_job
 from service.settings import Settings
 from service.stores import Keys, Stores
-from worker.queues import SERIALIZER, get_queue
+from worker.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,9 @@ def sweep(redis: Redis, settings: Settings, now: float | None = None) -> list[tu
     stores = Stores(redis, settings)
     window = settings.worker_heartbeat_seconds
     done: list[tuple[str, str]] = []
+    promoted = promote_due_deliveries(redis)
+    if promoted:
+        log.info("sweeper: %d webhook retries due, queued", promoted)
     for record in active_jobs(redis, stores):
         job_id = record["id"]
         _keep_dataset(redis, record, window)
@@ -125,6 +131,27 @@ def _requeue(redis: Redis, settings: Settings, record: dict[str, Any], reason: s
         return None
     enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
     return f"queued again ({reason})"
+
+
+def promote_due_deliveries(redis: Redis) -> int:
+    """Webhook retries whose time has come go back on the ``webhooks`` queue. RQ's scheduler
+    does this every second, but its lock outlives a SIGKILLed worker by a minute; this keeps
+    deliveries moving meanwhile (a retry queued twice is delivered twice, with one webhook-id,
+    which at-least-once allows)."""
+    queue = get_queue(WEBHOOK_QUEUE, redis)
+    registry = queue.scheduled_job_registry
+    job_ids = registry.get_jobs_to_schedule(current_timestamp())
+    if not job_ids:
+        return 0
+    jobs = Job.fetch_many(job_ids, connection=redis, serializer=SERIALIZER)
+    with redis.pipeline() as pipe:
+        pipe.multi()
+        for job_id, job in zip(job_ids, jobs, strict=True):
+            if job is not None:
+                queue.enqueue_job(job, pipeline=pipe)
+            registry.remove(job_id, pipeline=pipe)
+        pipe.execute()
+    return sum(job is not None for job in jobs)
 
 
 def _keep_dataset(redis: Redis, record: dict[str, Any], window: int) -> None:
