@@ -1,6 +1,7 @@
 """``mmc``: run the whole service on one machine, a worker, or one clustering locally.
 
-    mmc serve [--host H] [--port P]      embedded Redis + one worker per queue + the API
+    mmc serve [--host H] [--port P]      embedded Redis + one worker per queue + the API,
+                                         supervised (a child that dies is restarted)
     mmc worker [--queue fast] ...        an RQ worker for an existing Redis (MMC_REDIS_URL)
     mmc cluster FILE --algorithm NAME [--param k=v ...] [--labels FILE] [--output PREFIX]
                 [--url URL [--api-key KEY]]    locally, or on a running service
@@ -26,56 +27,104 @@ from worker.queues import QUEUE_NAMES
 # -- serve ----------------------------------------------------------------------------------------
 
 
-def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_workers: int = 1) -> int:
-    """Start everything, wait for Ctrl-C (or a child's death), then stop everything."""
+def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_workers: int = 1,
+          *, grace_seconds: float = 30.0, max_quick_crashes: int = 5) -> int:
+    """Start everything and supervise it: a child that dies is restarted (see
+    :mod:`service.supervisor`); Ctrl-C or SIGTERM stops everything in order."""
     from service import processes
+    from service.supervisor import Child, GaveUpError, Supervisor, say
 
     env = dict(os.environ)
-    children: list = []
-    redis_process = None
+    children: list[Child] = []
     if "MMC_REDIS_URL" not in os.environ:
         binary = processes.find_redis_server()
         redis_port = processes.free_port()
         redis_dir = Path(data_dir).resolve() / "redis"
-        redis_process = processes.start_redis(redis_port, redis_dir, binary=binary)
+        fsync = os.environ.get("MMC_REDIS_APPENDFSYNC", "everysec")
+        children.append(Child("redis", lambda: processes.start_redis(
+            redis_port, redis_dir, binary=binary, appendfsync=fsync), kind="redis"))
         env["MMC_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
-        print(f"mmc: embedded Redis {binary} on port {redis_port}, data in {redis_dir}",
-              file=sys.stderr, flush=True)
+        say(f"embedded Redis {binary} on port {redis_port}, data in {redis_dir} "
+            f"(appendfsync {fsync})")
     else:
-        print(f"mmc: using Redis at {os.environ['MMC_REDIS_URL']}", file=sys.stderr, flush=True)
+        say(f"using Redis at {os.environ['MMC_REDIS_URL']}")
+    n_workers = workers_per_queue * len(QUEUE_NAMES)
+    env.setdefault("MMC_LOCAL_WORKERS", str(n_workers))  # the default per-job memory cap
+    for queue in QUEUE_NAMES:
+        for index in range(workers_per_queue):
+            children.append(worker_child(queue, index + 1, env))
+    children.append(Child("api", lambda: processes.start_api(
+        host, port, env, log_file=sys.stderr, workers=api_workers), kind="api"))
 
-    def shutdown(*_):
-        raise KeyboardInterrupt
+    stop_requested = False
+
+    def request_stop(*_):
+        nonlocal stop_requested
+        stop_requested = True
 
     # Explicit handlers: a shell may start us with SIGINT ignored (background jobs).
-    signal.signal(signal.SIGINT, shutdown)
-    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    supervisor = Supervisor(children, env["MMC_REDIS_URL"], max_quick_crashes=max_quick_crashes)
+    code = 0
     try:
-        for queue in QUEUE_NAMES:
-            for _ in range(workers_per_queue):
-                children.append(processes.start_worker([queue], env, log_file=sys.stderr))
-        children.append(processes.start_api(host, port, env, log_file=sys.stderr,
-                                            workers=api_workers))
-        print(f"mmc: API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops "
-              "everything",
-              file=sys.stderr, flush=True)
-        while True:
-            for child in children:
-                if child.poll() is not None:
-                    print(f"mmc: {' '.join(map(str, child.args[:4]))} exited with "
-                          f"{child.returncode}; stopping", file=sys.stderr, flush=True)
-                    return 1
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        print("mmc: stopping", file=sys.stderr, flush=True)
-        return 0
+        supervisor.start_all()
+        say(f"API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops everything")
+        supervisor.run(lambda: stop_requested)
+        say(f"stopping (running jobs get {grace_seconds:g} s to finish)")
+    except GaveUpError as exc:
+        say(str(exc))
+        code = 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in reversed(children):
-            processes.stop(child)
-        if redis_process is not None:
-            processes.stop(redis_process)
+        supervisor.stop_all(grace_seconds, lambda pids: settle_stopped_jobs(env, pids))
+    return code
+
+
+def worker_child(queue: str, index: int, env: dict[str, str]):
+    """A supervised worker whose RQ registration is removed when it dies, so ``/readyz`` counts
+    only live workers (RQ would keep a SIGKILLed one listed until its key expires)."""
+    from redis import Redis
+    from rq import Worker
+
+    from service import processes
+    from service.supervisor import Child
+    from worker.queues import SERIALIZER
+
+    name = f"worker-{queue}-{index}"
+
+    def rq_name(child: Child) -> str:
+        return f"{name}.{os.getpid()}.{len(child.pids)}"
+
+    def start():
+        return processes.start_worker([queue], env, log_file=sys.stderr,
+                                      name=f"{name}.{os.getpid()}.{len(child.pids) + 1}")
+
+    def forget(dead: Child) -> None:
+        redis = Redis.from_url(env["MMC_REDIS_URL"], socket_connect_timeout=0.5, socket_timeout=2)
+        worker = Worker.find_by_key(f"{Worker.redis_worker_namespace_prefix}{rq_name(dead)}",
+                                    connection=redis, serializer=SERIALIZER)
+        if worker is not None:
+            worker.register_death()
+
+    child = Child(name, start, on_exit=forget)
+    return child
+
+
+def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:
+    """Jobs that were still running on the stopped workers end failed or are re-queued (a
+    retry-safe one runs again at the next start) instead of waiting for the sweeper."""
+    from redis import Redis
+
+    from service.settings import Settings
+    from worker.sweeper import settle_jobs_of_workers
+
+    settings = Settings(redis_url=env["MMC_REDIS_URL"])
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=5)
+    for job_id, status in settle_jobs_of_workers(redis, settings, set(worker_pids)):
+        print(f"mmc: job {job_id} was running at shutdown: now {status}", file=sys.stderr,
+              flush=True)
 
 
 # -- cluster / predict ----------------------------------------------------------------------------
@@ -252,6 +301,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-workers", type=int, default=int(os.environ.get("MMC_API_WORKERS", "1")),
         help="uvicorn processes serving the API (default: MMC_API_WORKERS, else 1; each one "
              "adds start-up time and about 150 MB, and raises submit throughput)")
+    serve_parser.add_argument(
+        "--grace-seconds", type=float, default=30.0,
+        help="on Ctrl-C/SIGTERM, how long running jobs may take to finish before they are "
+             "stopped (then failed, or re-queued if retry-safe)")
+    serve_parser.add_argument(
+        "--max-quick-crashes", type=int, default=5,
+        help="a child that exits within 10 s of starting this many times in a row is given up "
+             "on, and mmc serve stops")
 
     from worker.main import build_parser as worker_parser
 
@@ -285,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        return serve(args.host, args.port, args.data_dir, args.workers_per_queue, args.api_workers)
+        return serve(args.host, args.port, args.data_dir, args.workers_per_queue, args.api_workers,
+                     grace_seconds=args.grace_seconds, max_quick_crashes=args.max_quick_crashes)
     if args.command == "worker":
         from worker.main import run_worker
 

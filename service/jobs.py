@@ -20,7 +20,7 @@ from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
 from service.settings import Settings
 from service.stores import FINAL_STATUSES, Keys, Stores, new_id
-from service.webhooks import deliver_in_background, tenant_secret, url_problem
+from service.webhooks import schedule, tenant_secret, url_problem
 from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
@@ -97,8 +97,12 @@ class JobService:
         }
         job_input = {"dataset_id": dataset_id, "y": prepared.y, "sequences": prepared.sequences}
         try:
-            self.stores.jobs.create(record, job_input)
-            enqueue(self.redis, self.settings, record)
+            # One MULTI/EXEC: a record is never seen without its queue entry, nor the reverse.
+            with self.redis.pipeline() as pipe:
+                pipe.multi()  # explicit, as RQ expects of a caller's pipeline
+                self.stores.jobs.create(record, job_input, pipeline=pipe)
+                enqueue(self.redis, self.settings, record, pipeline=pipe)
+                pipe.execute()
         except Exception:
             self.stores.jobs.release(owner, job_id)
             self.stores.jobs.delete(job_id, owner)
@@ -135,7 +139,7 @@ class JobService:
                     and not self.redis.exists(Keys.job_alive(job_id))):
                 lost_job(self.redis, self.settings, job_id,
                          f"the job's worker stopped sending heartbeats for {heartbeat} s "
-                         "(killed or disconnected)", in_api=True)
+                         "(killed or disconnected)")
                 return self.stores.jobs.get(job_id) or record
         try:
             rq_job = Job.fetch(rq_id, connection=self.redis, serializer=SERIALIZER)
@@ -150,7 +154,7 @@ class JobService:
                 latest = rq_job.latest_result()
                 if latest is not None and latest.exc_string:
                     reason = f"{reason}: {latest.exc_string.strip().splitlines()[-1]}"
-            lost_job(self.redis, self.settings, job_id, reason, in_api=True,
+            lost_job(self.redis, self.settings, job_id, reason,
                      expected_rq_id=rq_id)
             record = self.stores.jobs.get(job_id) or record
         return record
@@ -177,16 +181,17 @@ class JobService:
         else:
             return self.get(job_id, owner)
         final = self.get(job_id, owner)
-        deliver_in_background(self.settings, final)
+        schedule(self.redis, self.settings, final)
         return final
 
 
-def enqueue(redis: Redis, settings: Settings, record: dict[str, Any]) -> None:
-    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue."""
-    get_queue(record["queue"], redis).enqueue(
-        RUN_JOB, record["id"], job_id=record["rq_job_id"], job_timeout=record["timeout_seconds"],
-        result_ttl=600, failure_ttl=settings.job_ttl_seconds,
-        on_failure=Callback("worker.tasks.on_failure"),
+def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=None) -> None:
+    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue; on the caller's
+    transaction ``pipeline`` (executed by the caller) when given."""
+    get_queue(record["queue"], redis).enqueue_call(
+        RUN_JOB, args=(record["id"],), job_id=record["rq_job_id"],
+        timeout=record["timeout_seconds"], result_ttl=600, failure_ttl=settings.job_ttl_seconds,
+        on_failure=Callback("worker.tasks.on_failure"), pipeline=pipeline,
     )
 
 
@@ -197,8 +202,7 @@ def record_id(rq_job_id: str) -> str:
 
 
 def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
-             error_type: str = "WorkerError", in_api: bool = False,
-             expected_rq_id: str | None = None) -> str | None:
+             error_type: str = "WorkerError", expected_rq_id: str | None = None) -> str | None:
     """A running (or dequeued) job lost its worker: re-queue it as a new attempt when its
     algorithm is retry-safe and attempts remain (``MMC_RETRY_LOST_JOBS``), else fail it with
     ``reason``. Returns the new status, or ``None`` if the job had already moved on."""
@@ -217,7 +221,7 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
     if retry_safe and attempt <= settings.retry_lost_jobs:
         new_rq_id = f"{job_id}-{attempt + 1}"
         moved = stores.jobs.transition(
-            job_id, (record["status"],), status="queued", attempt=attempt + 1,
+            job_id, (record["status"],), fence=rq_id, status="queued", attempt=attempt + 1,
             rq_job_id=new_rq_id, started_at=None,
             progress={"step": 0, "objective": None, "updated_at": time.time(),
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
@@ -226,17 +230,11 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
             return "queued"
         return None
     moved = stores.jobs.transition(
-        job_id, ("queued", "running"), status="failed", finished_at=time.time(),
+        job_id, ("queued", "running"), fence=rq_id, status="failed", finished_at=time.time(),
         error={"type": error_type, "message": reason})
     if not moved:
         return None
-    final = stores.jobs.get(job_id)
-    if in_api:
-        deliver_in_background(settings, final)
-    else:
-        from service.webhooks import deliver
-
-        deliver(settings, final or {})
+    schedule(redis, settings, stores.jobs.get(job_id))
     return "failed"
 
 

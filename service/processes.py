@@ -41,13 +41,18 @@ def find_redis_server(prefer_bundled: bool = False) -> str:
 
 
 def start_redis(port: int, directory: str | os.PathLike, *, binary: str | None = None,
-                appendonly: bool = True) -> subprocess.Popen:
-    """A Redis on 127.0.0.1:``port`` storing its files in ``directory``; waits until it answers."""
+                appendonly: bool = True, appendfsync: str = "everysec") -> subprocess.Popen:
+    """A Redis on 127.0.0.1:``port`` storing its files in ``directory``; waits until it answers.
+    ``appendfsync``: ``everysec`` (a SIGKILL or power loss may lose the last second of writes)
+    or ``always`` (nothing acknowledged is lost, every write waits for the disk)."""
     Path(directory).mkdir(parents=True, exist_ok=True)
     command = [binary or find_redis_server(), "--port", str(port), "--bind", "127.0.0.1",
                "--dir", str(directory), "--save", "", "--daemonize", "no",
-               "--appendonly", "yes" if appendonly else "no", "--loglevel", "warning"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+               "--appendonly", "yes" if appendonly else "no", "--appendfsync", appendfsync,
+               "--loglevel", "warning"]
+    # Its own session: a Ctrl-C in the terminal reaches ``mmc serve``, which stops Redis last.
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               start_new_session=True)
     client = Redis(port=port, socket_connect_timeout=0.2)
     deadline = time.monotonic() + 10
     while True:
@@ -70,7 +75,8 @@ def start_worker(queues: list[str], env: dict[str, str], *, name: str | None = N
     if name:
         command += ["--name", name]
     return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL)
+                            stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
@@ -82,7 +88,8 @@ def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
     if workers > 1:
         command += ["--workers", str(workers)]
     return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL)
+                            stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def wait_ready(base_url: str, timeout: float = 30.0, processes=()) -> None:

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(
         30, ge=1, description="A running job whose worker is silent this long is lost."
     )
+    job_memory_mb: int | None = Field(
+        None, ge=0, description="Memory a job may allocate beyond its worker's own (0: no cap; "
+                                "default: 3/4 of the machine's memory over its workers)."
+    )
     retry_lost_jobs: int = Field(
         1, ge=0, le=5, description="Times a lost job of a retry-safe algorithm is re-queued."
     )
@@ -45,7 +49,10 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = Field(
         False, description="Allow callbacks to loopback, link-local and private addresses."
     )
-    webhook_max_attempts: int = Field(5, ge=1, le=20, description="Deliveries tried per event.")
+    webhook_max_attempts: int = Field(
+        10, ge=1, le=20, description="Deliveries tried per event (retries spaced 1, 2, 4, ... s "
+                                     "by default: 10 attempts span about 8.5 minutes)."
+    )
     webhook_backoff_seconds: float = Field(
         1.0, ge=0, description="First retry delay of a callback; doubles per attempt."
     )

@@ -155,14 +155,22 @@ class DatasetStore:
 # ---------------------------------------------------------------------------------------------
 
 # Atomic "move from one of these statuses to that one, and set these fields": the worker, the API
-# (cancel) and failure handlers race on a job record, and whoever moves first wins.
+# (cancel) and failure handlers race on a job record, and whoever moves first wins. A fencing
+# token (ARGV[2], the attempt's RQ job id; empty: none) must equal the record's ``rq_job_id`` (if
+# it has one), so an earlier attempt still running after its job was re-queued cannot write; the
+# result (ARGV[3], to KEYS[3] for ARGV[4] seconds) is written in the same step as the status.
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return 0 end
+local attempt = redis.call('HGET', KEYS[1], 'rq_job_id')
+if ARGV[2] ~= '' and attempt and attempt ~= ARGV[2] then return 0 end
 local allowed = cjson.decode(ARGV[1])
 for _, status in ipairs(allowed) do
   if status == current then
-    for i = 2, #ARGV, 2 do
+    if ARGV[3] ~= '' then
+      redis.call('SET', KEYS[3], ARGV[3], 'EX', tonumber(ARGV[4]))
+    end
+    for i = 5, #ARGV, 2 do
       redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
       if ARGV[i] == 'status' and ARGV[i + 1] ~= '"queued"' and ARGV[i + 1] ~= '"running"' then
         local owner = redis.call('HGET', KEYS[1], 'owner')
@@ -202,14 +210,16 @@ class JobStore:
     def _encode(fields: dict[str, Any]) -> dict[str, str]:
         return {key: json.dumps(value) for key, value in fields.items()}
 
-    def create(self, record: dict[str, Any], job_input: dict[str, Any]) -> None:
+    def create(self, record: dict[str, Any], job_input: dict[str, Any], pipeline=None) -> None:
+        """Store a new job; on the caller's ``pipeline`` (executed by the caller) when given."""
         job_id, owner = record["id"], record["owner"]
-        with self.redis.pipeline() as pipe:
-            pipe.hset(Keys.job(job_id), mapping=self._encode(record))
-            pipe.expire(Keys.job(job_id), self.ttl)
-            pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
-            pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
-            pipe.expire(Keys.owner_jobs(owner), self.ttl)
+        pipe = pipeline if pipeline is not None else self.redis.pipeline()
+        pipe.hset(Keys.job(job_id), mapping=self._encode(record))
+        pipe.expire(Keys.job(job_id), self.ttl)
+        pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
+        pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
+        pipe.expire(Keys.owner_jobs(owner), self.ttl)
+        if pipeline is None:
             pipe.execute()
 
     def delete(self, job_id: str, owner: str) -> None:
@@ -226,14 +236,19 @@ class JobStore:
         raw = self.redis.get(Keys.job_input(job_id))
         return None if raw is None else json.loads(raw)
 
-    def transition(self, job_id: str, allowed_from, **fields) -> bool:
-        """Set ``fields`` atomically if the job's status is one of ``allowed_from``."""
-        # Fields are stored JSON-encoded, so the statuses are compared in that form.
-        args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)])]
+    def transition(self, job_id: str, allowed_from, *, fence: str | None = None,
+                   result: dict[str, Any] | None = None, **fields) -> bool:
+        """Set ``fields`` atomically if the job's status is one of ``allowed_from`` and, with a
+        ``fence`` (an attempt's RQ job id), if that attempt is still the job's current one;
+        ``result`` is stored in the same step."""
+        # Fields are stored JSON-encoded, so statuses and the fence are compared in that form.
+        args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)]),
+                "" if fence is None else json.dumps(fence),
+                "" if result is None else json.dumps(result), self.ttl]
         for key, value in self._encode(fields).items():
             args += [key, value]
         moved = bool(self._transition(
-            keys=[Keys.job(job_id), Keys.active_prefix()], args=args))
+            keys=[Keys.job(job_id), Keys.active_prefix(), Keys.result(job_id)], args=args))
         if moved and "status" in fields:
             # After the write, so a long poll woken by the message reads the new status.
             self.redis.publish(Keys.job_events(job_id), str(fields["status"]))
@@ -303,6 +318,9 @@ class ModelStore:
         })
         self.redis.expire(key, self.ttl)
         return model_id
+
+    def delete(self, model_id: str) -> None:
+        self.redis.delete(Keys.model(model_id))
 
     def info(self, model_id: str, owner: str | None = None) -> dict[str, Any] | None:
         """The model's description; with ``owner``, only if that tenant's job trained it."""

@@ -16,8 +16,8 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import socket
-import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -92,34 +92,19 @@ def event(record: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep) -> bool:
-    """POST the event to the job's ``callback_url``, retrying with exponential backoff; returns
-    whether a 2xx answer came back."""
+    """POST the event to the job's ``callback_url`` here and now, retrying with exponential
+    backoff; returns whether a 2xx answer came back. The service itself uses :func:`schedule`."""
     url = record.get("callback_url")
     if not url:
-        return False
-    secret = tenant_secret(settings, record.get("owner", ""))
-    if secret is None:
-        log.warning("job %s: no webhook secret for its tenant; callback dropped", record["id"])
         return False
     msg_id, body = event(record)
     delay = settings.webhook_backoff_seconds
     for attempt in range(1, settings.webhook_max_attempts + 1):
-        problem = url_problem(url, settings.webhook_allow_private)
-        if problem is not None:
-            log.warning("job %s: callback URL refused: %s", record["id"], problem)
+        outcome = post_once(settings, record.get("owner", ""), url, msg_id, body)
+        if outcome is None:
+            return True
+        if outcome.startswith("refused"):
             return False
-        timestamp = int(time.time())
-        headers = {"content-type": "application/json", "webhook-id": msg_id,
-                   "webhook-timestamp": str(timestamp),
-                   "webhook-signature": sign(secret, msg_id, timestamp, body)}
-        try:
-            response = httpx.post(url, content=body, headers=headers, follow_redirects=False,
-                                  timeout=settings.webhook_timeout_seconds)
-            if 200 <= response.status_code < 300:
-                return True
-            outcome = f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            outcome = f"{type(exc).__name__}: {exc}"
         log.warning("job %s: callback attempt %d failed (%s)", record["id"], attempt, outcome)
         if attempt < settings.webhook_max_attempts:
             sleep(delay)
@@ -127,7 +112,66 @@ def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep) -> 
     return False
 
 
-def deliver_in_background(settings: Settings, record: dict[str, Any] | None) -> None:
-    """From the API process (cancel, lost jobs): do not hold the request for the retries."""
-    if record and record.get("callback_url"):
-        threading.Thread(target=deliver, args=(settings, record), daemon=True).start()
+def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes) -> str | None:
+    """One signed delivery: ``None`` on a 2xx answer, else what went wrong (``refused: ...``
+    when it must not be retried)."""
+    secret = tenant_secret(settings, owner)
+    if secret is None:
+        log.warning("event %s: no webhook secret for its tenant; callback dropped", msg_id)
+        return "refused: no webhook secret for the tenant"
+    problem = url_problem(url, settings.webhook_allow_private)
+    if problem is not None:
+        log.warning("event %s: callback URL refused: %s", msg_id, problem)
+        return f"refused: {problem}"
+    timestamp = int(time.time())
+    headers = {"content-type": "application/json", "webhook-id": msg_id,
+               "webhook-timestamp": str(timestamp),
+               "webhook-signature": sign(secret, msg_id, timestamp, body)}
+    try:
+        response = httpx.post(url, content=body, headers=headers, follow_redirects=False,
+                              timeout=settings.webhook_timeout_seconds)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+
+
+class DeliveryError(Exception):
+    """A delivery attempt failed; RQ schedules the next one (``Retry``)."""
+
+
+def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
+    """Queue the final-status event of a job for delivery, off the job's worker: the event is
+    an RQ job on the ``webhooks`` queue (persisted in Redis, served by every worker after its job
+    queues) and each failed attempt is retried by RQ's scheduler after a doubling interval, so a
+    dead work horse or a receiver that is down for minutes loses no event and a slow or failing
+    receiver never holds a job's worker between attempts."""
+    if not record or not record.get("callback_url"):
+        return
+    from rq import Retry
+
+    from worker.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
+
+    msg_id, body = event(record)
+    retries = settings.webhook_max_attempts - 1
+    intervals = [math.ceil(min(settings.webhook_backoff_seconds * 2**i, 3600))
+                 for i in range(retries)]
+    get_queue(WEBHOOK_QUEUE, redis).enqueue(
+        DELIVER_EVENT, record.get("owner", ""), record["callback_url"], msg_id, body.decode(),
+        job_id=f"webhook-{msg_id.replace('.', '-')}", result_ttl=600,
+        failure_ttl=settings.job_ttl_seconds,
+        job_timeout=int(settings.webhook_timeout_seconds) + 30,
+        retry=Retry(max=retries, interval=intervals) if retries else None)
+
+
+def deliver_event(owner: str, url: str, msg_id: str, body: str) -> str:
+    """The RQ task of one delivery attempt; raises to have RQ retry it."""
+    from service.settings import get_settings
+
+    outcome = post_once(get_settings(), owner, url, msg_id, body.encode())
+    if outcome is None:
+        return "delivered"
+    if outcome.startswith("refused"):
+        return outcome
+    log.warning("event %s: delivery failed (%s)", msg_id, outcome)
+    raise DeliveryError(f"{msg_id}: {outcome}")
+

@@ -12,7 +12,8 @@ import algorithms.registry  # noqa: F401  (import the numerics once, before the 
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from worker.plots import warm_up
-from worker.queues import QUEUE_NAMES, SERIALIZER, get_queue
+from worker.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
+from worker.sweeper import Sweeper
 
 
 def horse_killed(job, retpid, ret_val, rusage) -> None:
@@ -27,18 +28,27 @@ def horse_killed(job, retpid, ret_val, rusage) -> None:
 
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
                name: str | None = None) -> bool:
-    """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse."""
-    connection = Redis.from_url(redis_url or get_settings().redis_url)
+    """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
+    A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
+    settings = get_settings()
+    connection = Redis.from_url(redis_url or settings.redis_url)
     warm_up()
     worker = Worker(
-        [get_queue(q, connection) for q in queues],
+        [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
         serializer=SERIALIZER,
         name=name,
         job_monitoring_interval=5,
         work_horse_killed_handler=horse_killed,
     )
-    return worker.work(burst=burst, logging_level="INFO", with_scheduler=False)
+    sweeper = Sweeper(redis_url or settings.redis_url, settings)
+    if not burst:
+        sweeper.start()
+    try:
+        # The scheduler re-queues webhook deliveries whose retry interval has passed.
+        return worker.work(burst=burst, logging_level="INFO", with_scheduler=True)
+    finally:
+        sweeper.stop()
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:

@@ -13,6 +13,9 @@ from algorithms.registry import QueueName
 QUEUE_NAMES: tuple[str, ...] = get_args(QueueName)
 SERIALIZER = JSONSerializer
 RUN_JOB = "worker.tasks.run_job"
+# Webhook deliveries: served by every worker after its job queues (see worker.main).
+WEBHOOK_QUEUE = "webhooks"
+DELIVER_EVENT = "service.webhooks.deliver_event"
 
 
 def get_queue(name: str, connection: Redis) -> Queue:

@@ -7,6 +7,7 @@ canceled while running stops at its next iteration even if the stop command is l
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -24,7 +25,8 @@ from algorithms.registry import get_spec
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from service.stores import Keys, Stores
-from service.webhooks import deliver
+from service.webhooks import schedule
+from worker import memory
 from worker.plots import job_plot
 
 log = logging.getLogger(__name__)
@@ -57,52 +59,82 @@ def run_job(job_id: str) -> str:
     record = jobs.get(job_id)
     if record is None:
         return "expired"
+    # The attempt's RQ job id fences every write: once the job is re-queued as a new attempt,
+    # this one can no longer change its record or result.
+    current = get_current_job()
+    fence = current.id if current is not None else None
     started_at = time.time()
     worker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
     settings = get_settings()
-    heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds)
+    heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds, fence)
     heartbeat.beat()
-    if not jobs.transition(job_id, ("queued",), status="running", started_at=started_at,
-                           worker=worker):
+    if not jobs.transition(job_id, ("queued",), fence=fence, status="running",
+                           started_at=started_at, worker=worker):
         heartbeat.stop()
-        return str(record.get("status"))  # canceled before it started
+        return str(record.get("status"))  # canceled before it started, or a stale attempt
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
-    heartbeat.start()
+    heartbeat.start()  # first: its thread's stack is the worker's, not the job's, memory
+    # Only in a work horse: the cap must not outlive the job in a process that runs others.
+    cap = memory.apply_cap(job_memory_mb(settings)) if current is not None else None
     try:
-        status = _run(stores, job_id, record)
+        status = _run(stores, job_id, record, fence, cap)
     finally:
         heartbeat.stop()
     if status in ("succeeded", "failed"):
-        deliver(settings, jobs.get(job_id) or {})
+        schedule(stores.redis, settings, jobs.get(job_id))
     return status
 
 
-class Heartbeat(threading.Thread):
-    """Keeps ``mmc:job:<id>:alive`` set while the job runs; the API takes its absence for longer
-    than the heartbeat window as the death of the worker (``kill -9``, lost machine)."""
+# The heartbeat is fenced like every other write: an attempt that is no longer the job's current
+# one neither renews nor deletes the key that the current attempt keeps alive.
+_BEAT = """
+if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'rq_job_id') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'EX', tonumber(ARGV[3]))
+return 1
+"""
+_UNBEAT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
 
-    def __init__(self, redis: Redis, job_id: str, seconds: int):
+
+class Heartbeat(threading.Thread):
+    """Keeps ``mmc:job:<id>:alive`` set while the job runs; the API and the sweeper take its
+    absence for longer than the heartbeat window as the death of the worker (``kill -9``, lost
+    machine)."""
+
+    def __init__(self, redis: Redis, job_id: str, seconds: int, fence: str | None = None):
         super().__init__(daemon=True, name=f"heartbeat-{job_id}")
-        self.redis, self.key, self.seconds = redis, Keys.job_alive(job_id), seconds
+        self.redis, self.seconds = redis, seconds
+        self.keys = [Keys.job(job_id), Keys.job_alive(job_id)]
+        self.fence = "" if fence is None else json.dumps(fence)
+        self.value = fence or "1"
+        self._beat = redis.register_script(_BEAT)
+        self._unbeat = redis.register_script(_UNBEAT)
         self._stopped = threading.Event()
 
     def beat(self) -> None:
-        self.redis.set(self.key, "1", ex=self.seconds)
+        self._beat(keys=self.keys, args=[self.fence, self.value, self.seconds])
 
     def run(self) -> None:
         while not self._stopped.wait(self.seconds / 3):
             try:
                 self.beat()
             except RedisError:
-                log.warning("heartbeat of %s not written", self.key)
+                log.warning("heartbeat of %s not written", self.keys[1])
 
     def stop(self) -> None:
         self._stopped.set()
         with contextlib.suppress(RedisError):
-            self.redis.delete(self.key)
+            self._unbeat(keys=self.keys[1:], args=[self.value])
 
 
-def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
+def job_memory_mb(settings) -> int:
+    return memory.default_cap_mb() if settings.job_memory_mb is None else settings.job_memory_mb
+
+
+def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
+         cap: memory.MemoryCap | None) -> str:
     jobs = stores.jobs
 
     last_write = 0.0
@@ -120,7 +152,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         last_write = now
         update = {"step": int(step), "objective": objective, "message": str(message)[:500],
                   "updated_at": now}
-        if not jobs.transition(job_id, ("running",), progress=update):
+        if not jobs.transition(job_id, ("running",), fence=fence, progress=update):
             raise JobCanceledError(job_id)
 
     try:
@@ -160,8 +192,9 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
         extras = estimator.result_extras()
         if reported and "objective_history" not in extras:
             extras["reported_objectives"] = reported
-        timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds}
-        jobs.put_result(job_id, {
+        timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds,
+                  "store_seconds": time.perf_counter() - store_started}
+        result = {
             "job_id": job_id,
             "algorithm": spec.name,
             "labels": _as_json(estimator.labels_),
@@ -170,25 +203,38 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any]) -> str:
             "warnings": list(extras.get("warnings") or []),
             "model_id": model_id,
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
-        })
-        timing["store_seconds"] = time.perf_counter() - store_started
+        }
         if get_settings().plots:
             timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
-        done = jobs.transition(job_id, ("running",), status="succeeded", finished_at=time.time(),
+        # Result, status and model_id in one fenced step: they come from the same attempt.
+        done = jobs.transition(job_id, ("running",), fence=fence, result=result,
+                               status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
+        if not done:
+            stores.models.delete(model_id)
         return "succeeded" if done else "canceled"
     except JobCanceledError:
         return "canceled"
     except JobTimeoutException as exc:
         message = f"timed out after {record.get('timeout_seconds')} s: {exc}"
-        jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
-                        error={"type": type(exc).__name__, "message": message})
-        return "failed"
+        return _fail(jobs, job_id, fence, type(exc).__name__, message)
+    except MemoryError as exc:
+        if cap is None:
+            raise
+        spec = get_spec(record["algorithm"])
+        params = spec.parse_params(record["params"])
+        advice = memory.hint(spec.name, spec.max_n_for(params), record.get("n_samples"))
+        return _fail(jobs, job_id, fence, "OutOfMemory", cap.message(exc, advice))
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        jobs.transition(job_id, ("queued", "running"), status="failed", finished_at=time.time(),
-                        error={"type": type(exc).__name__, "message": str(exc)})
-        return "failed"
+        return _fail(jobs, job_id, fence, type(exc).__name__, str(exc))
+
+
+def _fail(jobs, job_id: str, fence: str | None, error_type: str, message: str) -> str:
+    moved = jobs.transition(job_id, ("queued", "running"), fence=fence, status="failed",
+                            finished_at=time.time(),
+                            error={"type": error_type, "message": message})
+    return "failed" if moved else "canceled"
 
 
 def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dict[str, Any]
@@ -232,10 +278,10 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         message = "timed out" + (f" after {timeout} s" if timeout else "")
         if detail:
             message += f": {detail}"
-        if stores.jobs.transition(job_id, ("queued", "running"), status="failed",
+        if stores.jobs.transition(job_id, ("queued", "running"), fence=job.id, status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
-            deliver(settings, stores.jobs.get(job_id) or {})
+            schedule(connection, settings, stores.jobs.get(job_id))
         return
     reason = detail or "the worker running this job stopped before it finished"
     lost_job(connection, settings, job_id, reason, error_type=name,

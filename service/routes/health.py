@@ -7,6 +7,7 @@ from rq import Worker
 
 from service.problems import ProblemError
 from service.schemas import Readiness
+from service.supervisor import RESTARTS_KEY
 from worker.queues import QUEUE_NAMES, get_queue
 
 router = APIRouter(tags=["health"])
@@ -58,6 +59,9 @@ def metrics(request: Request):
         gauges["mmc_queue_workers"] = [({"queue": q}, float(n))
                                        for q, n in _workers_per_queue(request).items()]
         gauges["mmc_redis_up"] = [({}, 1.0)]
+        gauges["mmc_process_restarts"] = [
+            ({"process": name.decode()}, float(count))
+            for name, count in sorted(redis.hgetall(RESTARTS_KEY).items())]
     except RedisError:
         gauges["mmc_redis_up"] = [({}, 0.0)]
     cache = state.model_cache

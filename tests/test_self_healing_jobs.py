@@ -1,0 +1,298 @@
+"""Jobs that survive their worker, on a private deployment with a 2 s heartbeat window and two
+workers: the sweeper finds a lost job that nobody polls (and its webhook goes out), re-enqueues a
+job whose record was created but never enqueued (its dataset kept alive meanwhile), a stale
+attempt frozen with SIGSTOP and resumed after its job was re-queued changes nothing, and a job
+past the per-job memory cap fails with a message while the worker serves the next job, and
+webhooks are delivered off the job's work horse, retried by RQ's scheduler under one webhook-id."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import numpy as np
+import pytest
+from redis import Redis
+from rq.job import Job
+from sklearn.datasets import make_blobs
+
+from service.settings import Settings
+from service.stores import Keys, Stores, new_id
+from tests.hardening import Deployment
+from worker.queues import SERIALIZER
+
+HEARTBEAT = 2
+MEMORY_MB = 50
+FINAL = ("succeeded", "failed", "canceled")
+SECRET = "whsec_" + base64.b64encode(b"self-healing-test-secret-0123456").decode()
+
+
+class Receiver(ThreadingHTTPServer):
+    """Answers 500 to the first ``fail_first`` deliveries, then 204; keeps every delivery."""
+
+    def __init__(self, fail_first: int = 0, port: int = 0):
+        self.bodies: list[dict] = []
+        self.ids: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(handler):  # noqa: N805
+                body = handler.rfile.read(int(handler.headers["content-length"]))
+                self.bodies.append(json.loads(body))
+                self.ids.append(handler.headers["webhook-id"])
+                handler.send_response(500 if len(self.bodies) <= fail_first else 204)
+                handler.send_header("content-length", "0")
+                handler.end_headers()
+
+            def log_message(handler, *args):  # noqa: N805
+                pass
+
+        super().__init__(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+    def wait(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.bodies) < count:
+            assert time.monotonic() < deadline, f"{len(self.bodies)} deliveries: {self.ids}"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    deployment = Deployment(tmp_path_factory.mktemp("self-healing"), {
+        "MMC_WORKER_HEARTBEAT_SECONDS": str(HEARTBEAT),
+        "MMC_JOB_TIMEOUT_CAP_SECONDS": "120",
+        "MMC_RETRY_LOST_JOBS": "1",
+        "MMC_JOB_MEMORY_MB": str(MEMORY_MB),
+        "MMC_WEBHOOK_SECRETS": f"anonymous:{SECRET}",
+        "MMC_WEBHOOK_ALLOW_PRIVATE": "true",
+        # Retries after 1, 1, 2, 4, 8, 16 and 32 s (the default, 5 attempts from 1 s, spans 15 s).
+        "MMC_WEBHOOK_MAX_ATTEMPTS": "8",
+        "MMC_WEBHOOK_BACKOFF_SECONDS": "0.5",
+    }, workers=2)
+    yield deployment
+    deployment.close()
+
+
+@pytest.fixture(scope="module")
+def redis(deployment):
+    return Redis.from_url(deployment.redis_url)
+
+
+def record(redis: Redis, job_id: str) -> dict:
+    return {k.decode(): json.loads(v) for k, v in redis.hgetall(Keys.job(job_id)).items()}
+
+
+def wait_record(redis: Redis, job_id: str, done, timeout: float = 60) -> dict:
+    """Poll the record in Redis (not the API, whose reads reconcile lost jobs themselves)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = record(redis, job_id)
+        if done(current):
+            return current
+        assert time.monotonic() < deadline, f"gave up waiting: {current}"
+        time.sleep(0.05)
+
+
+def running(attempt: int):
+    return lambda r: r.get("status") == "running" and r.get("attempt") == attempt
+
+
+def final(r: dict) -> bool:
+    return r.get("status") in FINAL
+
+
+def submit(url: str, payload: dict) -> str:
+    response = httpx.post(f"{url}/v1/jobs", json=payload, timeout=30)
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
+
+def tiny(seed: int, name: str = "itersvr") -> dict:
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=seed)
+    return {"algorithm": {"name": name, "params": {"random_state": 0}}, "data": {"X": X.tolist()}}
+
+
+def several_seconds(seed: int, callback_url: str | None = None) -> dict:
+    """An itersvr fit of several seconds with a progress report every fraction of a second."""
+    X = np.random.default_rng(seed).normal(size=(1500, 5))
+    body = {"algorithm": {"name": "itersvr",
+                          "params": {"n_init": 4, "max_iter": 100, "random_state": seed}},
+            "data": {"X": X.tolist()}}
+    if callback_url:
+        body["callback_url"] = callback_url
+    return body
+
+
+def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deployment, redis):
+    job_id = submit(deployment.url, several_seconds(1))
+    first = wait_record(redis, job_id, running(1))
+    stale_horse = first["worker"]["pid"]
+    os.kill(stale_horse, signal.SIGSTOP)  # frozen: no progress, no heartbeat
+    try:
+        # Nobody reads the job: the sweeper re-queues it and the other worker runs attempt 2.
+        second = wait_record(redis, job_id, running(2), timeout=4 * HEARTBEAT + 30)
+        assert second["worker"]["pid"] != stale_horse
+        assert "heartbeats" in second["progress"]["message"] or second["progress"]["step"] >= 0
+
+        # The first attempt (RQ id == job id) writing directly: every write is refused.
+        jobs = Stores(redis, Settings(redis_url=deployment.redis_url)).jobs
+        before = record(redis, job_id)
+        assert not jobs.transition(job_id, ("running",), fence=job_id,
+                                   progress={"step": 999, "message": "stale"})
+        assert not jobs.transition(job_id, ("running",), fence=job_id, status="succeeded",
+                                   model_id="stale", result={"labels": []})
+        assert not jobs.transition(job_id, ("queued", "running"), fence=job_id,
+                                   status="failed", error={"message": "stale"})
+        assert redis.get(Keys.result(job_id)) is None
+        after = record(redis, job_id)
+        assert after["status"] == "running" and after["attempt"] == 2
+        assert after["progress"]["step"] != 999 and after.get("model_id") is None
+        assert before["rq_job_id"] == after["rq_job_id"] == f"{job_id}-2"
+    finally:
+        os.kill(stale_horse, signal.SIGCONT)  # the real stale attempt resumes mid-fit
+
+    done = wait_record(redis, job_id, final, timeout=120)
+    assert done["status"] == "succeeded", done
+    assert done["attempt"] == 2 and done["worker"]["pid"] == second["worker"]["pid"]
+    result = json.loads(redis.get(Keys.result(job_id)))
+    assert result["model_id"] == done["model_id"]
+    # The resumed attempt stopped at its first refused progress write and stored no model.
+    deadline = time.monotonic() + 30
+    while _alive(stale_horse):
+        assert time.monotonic() < deadline, "the stale attempt kept running"
+        time.sleep(0.1)
+    models = [key for key in redis.scan_iter(match="mmc:model:*")
+              if json.loads(redis.hget(key, "info"))["job_id"] == job_id]
+    assert models == [Keys.model(done["model_id"]).encode()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_lost_job_nobody_polls_is_failed_by_the_sweeper_and_its_webhook_delivered(
+        deployment, redis):
+    receiver = Receiver()
+    try:
+        job_id = submit(deployment.url, several_seconds(2, receiver.url))
+        # Kill -9 each attempt's worker with its horse (RQ gives the horse its own group).
+        for attempt in (1, 2):
+            running_record = wait_record(redis, job_id, running(attempt),
+                                         timeout=4 * HEARTBEAT + 30)
+            horse = running_record["worker"]["pid"]
+            worker = next(w for w in deployment.workers
+                          if w.pid == running_record["worker"]["ppid"])
+            deployment.kill_worker(worker, horse)
+            killed_at = time.monotonic()
+            deployment.add_worker()  # its sweeper (and the surviving worker's) keeps sweeping
+        done = wait_record(redis, job_id, final, timeout=4 * HEARTBEAT + 10)
+        detected_after = time.monotonic() - killed_at
+        assert done["status"] == "failed", done
+        assert "heartbeats" in done["error"]["message"] and "sweeper" in done["error"]["message"]
+        receiver.wait(1, timeout=20)
+        event = receiver.bodies[-1]
+        assert event["type"] == "job.failed" and event["data"]["id"] == job_id
+        print(f"lost job failed by the sweeper {detected_after:.1f} s after the kill "
+              f"(heartbeat window {HEARTBEAT} s)")
+        # Measured, not asserted as a timing: twice the window plus the sweep interval.
+        assert detected_after < 2 * HEARTBEAT + HEARTBEAT / 2 + 5
+    finally:
+        receiver.shutdown()
+
+
+def test_record_created_but_never_enqueued_runs_and_its_dataset_outlives_its_ttl(
+        deployment, redis):
+    """What the API leaves when it dies between creating the record and enqueueing the job."""
+    settings = Settings(redis_url=deployment.redis_url)
+    stores = Stores(redis, settings)
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=3)
+    dataset_id = stores.datasets.put(X, owner="anonymous", describe=False)[0]["id"]
+    redis.expire(Keys.dataset(dataset_id), 2)  # would expire long before the job runs
+    job_id = new_id()
+    params = {"n_clusters": 2, "random_state": 0}
+    stores.jobs.admit("anonymous", job_id, 100)
+    stores.jobs.create({
+        "id": job_id, "owner": "anonymous", "status": "queued", "algorithm": "itersvr",
+        "params": params, "queue": "fast", "n_samples": 40, "n_features": 2,
+        "dataset_id": dataset_id, "timeout_seconds": 60, "queued_at": time.time(),
+        "progress": {"step": 0, "objective": None, "message": "queued", "updated_at": None},
+        "attempt": 1, "rq_job_id": job_id, "callback_url": None,
+    }, {"dataset_id": dataset_id, "y": None, "sequences": None})
+    time.sleep(3)  # past the dataset's own TTL
+    assert redis.exists(Keys.dataset(dataset_id)), "the queued job's dataset expired"
+    done = wait_record(redis, job_id, final, timeout=4 * HEARTBEAT + 30)
+    assert done["status"] == "succeeded", done
+    assert len(json.loads(redis.get(Keys.result(job_id)))["labels"]) == 40
+
+
+def test_job_past_the_memory_cap_fails_with_a_message_and_the_worker_serves_the_next(
+        deployment, redis):
+    # gmmc on 3000 points allocates a 3000 x 3000 kernel (69 MB) at once, past the 50 MB cap.
+    X = np.random.default_rng(4).normal(size=(3000, 2))
+    job_id = submit(deployment.url, {"algorithm": {"name": "gmmc"}, "data": {"X": X.tolist()}})
+    done = wait_record(redis, job_id, final, timeout=120)
+    assert done["status"] == "failed", done
+    message = done["error"]["message"]
+    assert message.startswith("out of memory: used "), message
+    assert f" MB of {MEMORY_MB} MB" in message and "hint:" in message and "max_n" in message
+    worker = next(w for w in deployment.workers if w.pid == done["worker"]["ppid"])
+    assert worker.poll() is None  # only the work horse was limited
+    following = submit(deployment.url, tiny(5, "gmmc"))
+    assert wait_record(redis, following, final, timeout=120)["status"] == "succeeded"
+
+
+def test_failing_receiver_does_not_hold_the_worker_and_every_attempt_has_one_webhook_id(
+        deployment, redis):
+    receiver = Receiver(fail_first=5)
+    try:
+        job_id = submit(deployment.url, {**tiny(6), "callback_url": receiver.url})
+        done = wait_record(redis, job_id, final, timeout=60)
+        assert done["status"] == "succeeded", done
+        # The work horse ends right after the job: deliveries are jobs of their own.
+        rq_job = Job.fetch(job_id, connection=redis, serializer=SERIALIZER)
+        deadline = time.monotonic() + 30
+        while rq_job.ended_at is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+            rq_job.refresh()
+        held = rq_job.ended_at.timestamp() - done["finished_at"]
+        receiver.wait(6, timeout=60)  # five 500s, then accepted
+        print(f"\nthe work horse ended {held:.2f} s after the job; the event was accepted at "
+              f"attempt {len(receiver.ids)}")
+        assert held < 1.0
+        assert set(receiver.ids) == {f"{job_id}.succeeded"}
+        time.sleep(1.5)
+        assert len(receiver.bodies) == 6  # accepted: no further attempts
+    finally:
+        receiver.shutdown()
+
+
+def test_receiver_down_for_a_while_gets_the_event_when_it_comes_back(deployment, redis):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job_id = submit(deployment.url, {**tiny(7),
+                                     "callback_url": f"http://127.0.0.1:{port}/hook"})
+    assert wait_record(redis, job_id, final, timeout=60)["status"] == "succeeded"
+    time.sleep(5)  # connection refused at the first attempts
+    receiver = Receiver(port=port)
+    try:
+        receiver.wait(1, timeout=60)
+        assert receiver.ids == [f"{job_id}.succeeded"]
+    finally:
+        receiver.shutdown()
