@@ -161,6 +161,7 @@ from algorithms.base import (
     AlgorithmParams,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
+    PositiveFloat,
     ProgressCallback,
     RandomStateParam,
     SDPSolverError,
@@ -540,7 +541,7 @@ class GMMCParams(AlgorithmParams):
 
     n_clusters: Literal[2] = Field(2, description="GMMC is a two-class method (seed section 3).")
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
-    gamma: float | Literal["auto"] = Field(
+    gamma: PositiveFloat | Literal["auto"] = Field(
         "auto",
         description=(
             "RBF width exp(-gamma ||x-x'||^2); 'auto': sigma = width_fraction x range of pairwise "

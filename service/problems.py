@@ -9,8 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -65,11 +64,22 @@ def problem_response(request: Request, status: int, detail: str | None, *, title
                         media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
+# Messages for the id patterns of path parameters (service.schemas), clearer than the regex.
+ID_PATTERNS = {
+    r"^[0-9a-f]{32}$": "must be 32 hexadecimal characters: the id of a job or model this API "
+                       "returned",
+    r"^[0-9a-f]{64}$": "must be 64 hexadecimal characters: the id of a dataset this API returned",
+}
+
+
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     errors = []
     for item in exc.errors():
         loc = [str(part) for part in item.get("loc", ())]
-        errors.append({"field": ".".join(loc), "message": item.get("msg", "invalid"),
+        message = item.get("msg", "invalid")
+        if item.get("type") == "string_pattern_mismatch":
+            message = ID_PATTERNS.get(str((item.get("ctx") or {}).get("pattern")), message)
+        errors.append({"field": ".".join(loc), "message": message,
                        "type": item.get("type", "value_error")})
     return errors
 
@@ -88,10 +98,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             detail += f"; and {len(errors) - 5} more"
         return problem_response(request, 422, detail, errors=errors)
 
-    @app.exception_handler(RedisConnectionError)
-    @app.exception_handler(RedisTimeoutError)
+    # Every Redis error, not only a lost connection: OOM (maxmemory), READONLY (a failed-over
+    # replica), LOADING and BUSY are all "the store cannot take this now", so retry later.
+    @app.exception_handler(RedisError)
     async def _redis_down(request: Request, exc: Exception):
-        log.warning("Redis unavailable on %s: %s", request.url.path, exc)
+        log.warning("Redis unavailable on %s: %s: %s", request.url.path, type(exc).__name__, exc)
         retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
                                 headers={"Retry-After": retry_after})

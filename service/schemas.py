@@ -5,18 +5,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from algorithms.registry import AlgorithmSpec
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+DATASET_ID_PATTERN = r"^[0-9a-f]{64}$"
+RECORD_ID_PATTERN = r"^[0-9a-f]{32}$"  # jobs and models
 DatasetId = Annotated[
-    str, Field(pattern=r"^[0-9a-f]{64}$", description="Id from POST /v1/datasets.")
+    str, Field(pattern=DATASET_ID_PATTERN, description="Id from POST /v1/datasets.")
 ]
+
+# Path ids are checked before they touch Redis: "<job id>:input" would otherwise read another key.
+JobIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a job.")]
+ModelIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a model.")]
+DatasetIdPath = Annotated[str, Path(pattern=DATASET_ID_PATTERN, description="Id of a dataset.")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are errors and numbers are finite: 1e400 or NaN is a 422 here, not a job that
+    # fails in a worker.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _class_name(name: str) -> str:
@@ -41,7 +51,7 @@ def build_job_request_model(registry: Mapping[str, AlgorithmSpec]) -> type[BaseM
         algorithm = Annotated[Union[tuple(choices)], Field(discriminator="name")]  # noqa: UP007
     return create_model(
         "JobRequest",
-        __config__=ConfigDict(extra="forbid"),
+        __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
         __doc__="A clustering (or classification) job: the algorithm with its parameters and data.",
         algorithm=(algorithm, ...),
         data=(JobData, ...),

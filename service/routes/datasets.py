@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
-from service.schemas import DatasetJSON, DatasetResource
+from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
@@ -30,17 +30,20 @@ _UPLOAD_BODY = {
 }
 
 
-def _parse(kind: str, payload: bytes):
+def _parse(kind: str, payload: bytes, max_values: int):
     if kind == "json":
         try:
             document = json.loads(payload)
         except ValueError as exc:
             raise field_error(422, "body", f"invalid JSON: {exc}") from None
+        except RecursionError:
+            raise field_error(422, "body", "JSON nested too deeply; send {\"X\": [[...], ...]}, "
+                                           "a list of rows of numbers") from None
         rows = document.get("X") if isinstance(document, dict) else document
         return matrix_or_422(rows, "body.X")
     if kind == "csv":
         return parse_csv(payload.decode("utf-8", errors="replace"))
-    return parse_npy(payload)
+    return parse_npy(payload, max_values)
 
 
 def _kind_of(name_or_type: str) -> str | None:
@@ -72,8 +75,8 @@ async def upload_dataset(request: Request, response: Response,
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
-    X = _parse(kind, payload)
     limit = request.app.state.settings.max_points_x_features
+    X = _parse(kind, payload, limit)
     if X.size > limit:
         raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
                                        f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
@@ -84,7 +87,8 @@ async def upload_dataset(request: Request, response: Response,
 
 
 @router.get("/{dataset_id}", response_model=DatasetResource, responses=PROBLEM_RESPONSES)
-def get_dataset(dataset_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+def get_dataset(dataset_id: DatasetIdPath, request: Request,
+                caller: Annotated[str, Depends(owner)]):
     description = request.app.state.stores.datasets.describe(dataset_id, caller)
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
 from service.problems import PROBLEM_RESPONSES, ProblemError
-from service.schemas import JobPage, JobResource, JobResult
+from service.schemas import JobIdPath, JobPage, JobResource, JobResult
 
 
 def build_router(job_request: type[BaseModel]) -> APIRouter:
@@ -47,17 +47,17 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                 "offset": offset, "limit": limit}
 
     @router.get("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
-    def get_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    def get_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Status, progress, timing, and the error when it failed."""
         return render_job(request.app.state.jobs.get(job_id, caller))
 
     @router.delete("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
-    def cancel_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    def cancel_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Cancel a queued or running job; a finished job is a 409."""
         return render_job(request.app.state.jobs.cancel(job_id, caller))
 
     @router.get("/{job_id}/result", response_model=JobResult, responses=PROBLEM_RESPONSES)
-    def get_result(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
         record = request.app.state.jobs.get(job_id, caller)
         if record["status"] != "succeeded":

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
-from service.schemas import ModelExport, ModelResource, PredictRequest, PredictResponse
+from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
@@ -22,7 +22,7 @@ def _as_list(values):
 
 
 @router.get("/{model_id}", response_model=ModelResource, responses=PROBLEM_RESPONSES)
-def get_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     info = request.app.state.stores.models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
@@ -30,7 +30,7 @@ def get_model(model_id: str, request: Request, caller: Annotated[str, Depends(ow
 
 
 @router.get("/{model_id}/export", response_model=ModelExport, responses=PROBLEM_RESPONSES)
-def export_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
     loaded = request.app.state.stores.models.load(model_id, caller)
     if loaded is None:
@@ -41,7 +41,7 @@ def export_model(model_id: str, request: Request, caller: Annotated[str, Depends
 
 
 @router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES)
-def predict(model_id: str, body: PredictRequest, request: Request,
+def predict(model_id: ModelIdPath, body: PredictRequest, request: Request,
             caller: Annotated[str, Depends(owner)]):
     """Labels (and decision values where the model has them) for new points, synchronously."""
     entry = request.app.state.model_cache.get(model_id)

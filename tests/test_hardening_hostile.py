@@ -1,0 +1,216 @@
+"""Hostile input over HTTP against a private deployment: each case once answered 500 "this is a
+bug" (or accepted a job that could only fail) and must now be a 4xx problem+json that says what to
+fix, or a 503 with Retry-After when Redis refuses a command."""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+
+import httpx
+import numpy as np
+import pytest
+from redis import Redis
+from sklearn.datasets import make_blobs
+
+from tests.hardening import Deployment
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    deployment = Deployment(tmp_path_factory.mktemp("hostile"), {"MMC_RETRY_AFTER_SECONDS": "3"})
+    yield deployment
+    deployment.close()
+
+
+def assert_problem(response: httpx.Response, status: int, *words: str) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM), response.headers
+    body = response.json()
+    assert body["status"] == status
+    for word in words:
+        assert word in body["detail"], body
+    return body
+
+
+def blobs_job(**params) -> dict:
+    X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
+    return {"algorithm": {"name": "itersvr", "params": {"random_state": 0, **params}},
+            "data": {"X": X.tolist()}}
+
+
+def huge_npy_header(shape: tuple[int, ...]) -> bytes:
+    """A valid .npy header claiming ``shape`` of float64, followed by 8 bytes of data."""
+    header = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}"
+    header += " " * (117 - len(header)) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * 8
+
+
+# -- the five 500s ---------------------------------------------------------------------------------
+
+
+def test_deeply_nested_json_dataset_is_422(deployment):
+    body = "[" * 100_000 + "]" * 100_000
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=body,
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert_problem(response, 422, "nested")
+
+
+def test_deeply_nested_json_job_is_422(deployment):
+    body = '{"algorithm": {"name": "itersvr"}, "data": {"X": ' + "[" * 100_000 + "]" * 100_000
+    body += "}}"
+    response = httpx.post(f"{deployment.url}/v1/jobs", content=body,
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert_problem(response, 422, "nested")
+
+
+def test_csv_field_over_the_csv_module_limit_is_422(deployment):
+    body = "1," + "2" * 200_000 + "\n3,4\n"
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=body,
+                          headers={"content-type": "text/csv"}, timeout=30)
+    assert_problem(response, 422, "CSV")
+
+
+def test_npy_header_claiming_a_huge_shape_is_422(deployment):
+    payload = huge_npy_header((100_000_000, 1_000_000))
+    assert len(payload) == 136
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=payload,
+                          headers={"content-type": "application/x-npy"}, timeout=30)
+    assert_problem(response, 422, "shape")
+
+
+def test_npy_header_whose_data_is_short_is_422(deployment):
+    payload = huge_npy_header((1000, 10))
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=payload,
+                          headers={"content-type": "application/x-npy"}, timeout=30)
+    assert_problem(response, 422)
+
+
+def test_a_real_npy_upload_still_works(deployment):
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(12, dtype=np.float64).reshape(4, 3))
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=buffer.getvalue(),
+                          headers={"content-type": "application/x-npy"}, timeout=30)
+    assert response.status_code in (200, 201), response.text
+    assert response.json()["n_samples"] == 4
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+@pytest.mark.parametrize("suffix", [":input", ":alive", "x", "%3Ainput"])
+def test_job_ids_are_checked_before_they_reach_redis(deployment, method, suffix):
+    job = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(), timeout=30).json()
+    response = httpx.request(method, f"{deployment.url}/v1/jobs/{job['id']}{suffix}", timeout=30)
+    assert_problem(response, 422, "32 hexadecimal")
+
+
+@pytest.mark.parametrize("path", ["/v1/models/{id}:x", "/v1/models/{id}:x/export",
+                                  "/v1/datasets/{id}:x", "/v1/jobs/{id}:input/result"])
+def test_model_and_dataset_ids_are_checked_too(deployment, path):
+    response = httpx.get(deployment.url + path.format(id="0" * 32), timeout=30)
+    assert_problem(response, 422, "hexadecimal")
+    response = httpx.post(f"{deployment.url}/v1/models/{'0' * 32}:x/predict",
+                          json={"X": [[1.0]]}, timeout=30)
+    assert_problem(response, 422, "hexadecimal")
+
+
+def test_redis_out_of_memory_is_503_with_retry_after(deployment):
+    redis = Redis.from_url(deployment.redis_url)
+    redis.config_set("maxmemory-policy", "noeviction")
+    redis.config_set("maxmemory", "1")
+    try:
+        response = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(), timeout=30)
+        assert_problem(response, 503, "Redis")
+        assert response.headers["retry-after"] == "3"
+    finally:
+        redis.config_set("maxmemory", "0")
+
+
+def test_redis_read_only_is_503_with_retry_after(deployment):
+    redis = Redis.from_url(deployment.redis_url)
+    # A replica of an address nobody serves: Redis answers writes with READONLY.
+    redis.execute_command("REPLICAOF", "127.0.0.1", "1")
+    try:
+        response = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(), timeout=30)
+        assert_problem(response, 503, "Redis")
+        assert response.headers["retry-after"] == "3"
+    finally:
+        redis.execute_command("REPLICAOF", "NO", "ONE")
+    response = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(), timeout=30)
+    assert response.status_code == 202, response.text
+
+
+# -- parameters: finite and in range --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gamma", ["1e400", "-1e400", "NaN", "0", "-1.5", "Infinity"])
+def test_gamma_must_be_finite_and_positive(deployment, gamma):
+    body = ('{"algorithm": {"name": "itersvr", "params": {"gamma": ' + gamma + '}}, '
+            '"data": {"X": [[0, 0], [1, 1], [2, 2], [3, 3]]}}')
+    response = httpx.post(f"{deployment.url}/v1/jobs", content=body,
+                          headers={"content-type": "application/json"}, timeout=30)
+    problem = assert_problem(response, 422)
+    assert any("gamma" in error["field"] for error in problem["errors"]), problem
+    assert "Infinity" not in response.text and "NaN" not in response.text.replace(gamma, "")
+
+
+def test_finite_gamma_is_accepted_and_shown(deployment):
+    response = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(gamma=0.5), timeout=30)
+    assert response.status_code == 202, response.text
+    assert response.json()["algorithm"]["params"]["gamma"] == 0.5
+
+
+@pytest.mark.parametrize("number", ["1e400", "NaN", "-Infinity"])
+def test_non_finite_numbers_in_data_are_422(deployment, number):
+    body = ('{"algorithm": {"name": "itersvr"}, '
+            '"data": {"X": [[0, 0], [1, 1], [2, 2], [3, ' + number + ']]}}')
+    response = httpx.post(f"{deployment.url}/v1/jobs", content=body,
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert_problem(response, 422)
+
+
+# -- idempotency under concurrency ----------------------------------------------------------------
+
+
+def test_concurrent_posts_with_one_idempotency_key_never_404(deployment):
+    X = np.random.default_rng(0).normal(size=(8000, 10)).round(6)
+    payload = {"algorithm": {"name": "itersvr", "params": {"random_state": 0}},
+               "data": {"X": X.tolist()}}
+    for round_ in range(6):
+        answers: list[httpx.Response] = []
+
+        def post(key=f"race-{round_}", answers=answers):
+            answers.append(httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=60,
+                                      headers={"Idempotency-Key": key}))
+
+        threads = [threading.Thread(target=post) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        statuses = sorted(answer.status_code for answer in answers)
+        assert all(status in (202, 409) for status in statuses), [a.text for a in answers]
+        created = [answer.json()["id"] for answer in answers if answer.status_code == 202]
+        assert len(set(created)) == 1, created
+        for answer in answers:
+            if answer.status_code == 409:
+                assert_problem(answer, 409, "in progress")
+                assert answer.headers["retry-after"]
+
+
+def test_redis_error_after_the_claim_releases_the_idempotency_key(deployment):
+    redis = Redis.from_url(deployment.redis_url)
+    payload = blobs_job(random_state=7)
+    redis.execute_command("REPLICAOF", "127.0.0.1", "1")
+    try:
+        response = httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=30,
+                              headers={"Idempotency-Key": "released"})
+        assert response.status_code == 503, response.text
+    finally:
+        redis.execute_command("REPLICAOF", "NO", "ONE")
+    response = httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=30,
+                          headers={"Idempotency-Key": "released"})
+    assert response.status_code == 202, response.text
+    assert "idempotent-replayed" not in response.headers
