@@ -64,25 +64,15 @@ class JobService:
                 raise field_error(422, "body.callback_url", problem)
 
         job_id = new_id()
+        body_hash = None
         if idempotency_key is not None:
             body_hash = request_hash(request.model_dump(mode="json"))
-            earlier = self.stores.idempotency.claim(owner, idempotency_key, body_hash, job_id)
-            if earlier is not None:
-                if earlier["body_hash"] != body_hash:
-                    raise ProblemError(409, "this Idempotency-Key was used with a different "
-                                            "request body; use a new key for a new job")
-                record = self.get(earlier["job_id"], owner)
-                return record, True
-
-        if not self.stores.jobs.admit(owner, job_id, self.settings.max_active_jobs_per_tenant):
-            if idempotency_key is not None:
-                self.stores.idempotency.release(owner, idempotency_key)
-            raise ProblemError(
-                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
-                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
-                headers={"Retry-After": str(self.settings.retry_after_seconds)})
+            earlier = self.stores.idempotency.earlier(owner, idempotency_key)
+            if earlier is not None:  # the common replay: no dataset write, no new record
+                return self._replay(earlier, body_hash, owner), True
         dataset_id = prepared.dataset_id
         if prepared.X is not None and dataset_id is None:
+            # Content-addressed: storing it before the claim is harmless if this is a replay.
             dataset_id = self.stores.datasets.put(prepared.X, owner=owner,
                                                   describe=False)[0]["id"]
         queue = spec.queue_for(params)
@@ -96,16 +86,37 @@ class JobService:
             "attempt": 1, "rq_job_id": job_id, "callback_url": callback_url,
         }
         job_input = {"dataset_id": dataset_id, "y": prepared.y, "sequences": prepared.sequences}
+        claim = None
+        if idempotency_key is not None:
+            claim = self.stores.idempotency.claim_for(owner, idempotency_key, body_hash, job_id)
         try:
-            self.stores.jobs.create(record, job_input)
-            enqueue(self.redis, self.settings, record)
-        except Exception:
-            self.stores.jobs.release(owner, job_id)
-            self.stores.jobs.delete(job_id, owner)
-            if idempotency_key is not None:
-                self.stores.idempotency.release(owner, idempotency_key)
+            outcome, earlier = self.stores.jobs.create_admitted(
+                record, job_input, self.settings.max_active_jobs_per_tenant, claim)
+            if outcome == "created":
+                enqueue(self.redis, self.settings, record)
+        except BaseException:
+            # Best effort (Redis may be the reason): leave no record, active slot or key behind.
+            with contextlib.suppress(Exception):
+                self.stores.jobs.release(owner, job_id)
+                self.stores.jobs.delete(job_id, owner)
+                if idempotency_key is not None:
+                    self.stores.idempotency.release(owner, idempotency_key, job_id)
             raise
+        if outcome == "replay":  # a concurrent request with this key won the race
+            return self._replay(earlier, body_hash, owner), True
+        if outcome == "full":
+            raise ProblemError(
+                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
+                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
+                headers={"Retry-After": str(self.settings.retry_after_seconds)})
         return record, False
+
+    def _replay(self, earlier: dict[str, str], body_hash: str | None, owner: str
+                ) -> dict[str, Any]:
+        if earlier["body_hash"] != body_hash:
+            raise ProblemError(409, "this Idempotency-Key was used with a different request "
+                                    "body; use a new key for a new job")
+        return self.get(earlier["job_id"], owner)
 
     # -- read -------------------------------------------------------------------------------------
     def get(self, job_id: str, owner: str) -> dict[str, Any]:

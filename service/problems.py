@@ -79,6 +79,9 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
         message = item.get("msg", "invalid")
         if item.get("type") == "string_pattern_mismatch":
             message = ID_PATTERNS.get(str((item.get("ctx") or {}).get("pattern")), message)
+        elif item.get("type") == "finite_number":
+            message = ("must be a finite number (not NaN or infinity; 1e400 and beyond read "
+                       "as infinity)")
         errors.append({"field": ".".join(loc), "message": message,
                        "type": item.get("type", "value_error")})
     return errors

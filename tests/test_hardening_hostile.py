@@ -191,26 +191,35 @@ def test_concurrent_posts_with_one_idempotency_key_never_404(deployment):
         for thread in threads:
             thread.join()
         statuses = sorted(answer.status_code for answer in answers)
-        assert all(status in (202, 409) for status in statuses), [a.text for a in answers]
-        created = [answer.json()["id"] for answer in answers if answer.status_code == 202]
-        assert len(set(created)) == 1, created
-        for answer in answers:
-            if answer.status_code == 409:
-                assert_problem(answer, 409, "in progress")
-                assert answer.headers["retry-after"]
+        assert statuses == [202, 202], [a.text for a in answers]
+        assert len({answer.json()["id"] for answer in answers}) == 1
+        replayed = [answer.headers.get("idempotent-replayed") for answer in answers]
+        assert sorted(map(str, replayed)) == ["None", "true"], replayed
 
 
-def test_redis_error_after_the_claim_releases_the_idempotency_key(deployment):
+@pytest.mark.parametrize("broken_key", ["mmc:jobs:anonymous", "rq:queues"])
+def test_a_redis_error_while_creating_releases_the_idempotency_key(deployment, broken_key):
+    """A key of the wrong type makes Redis fail the job's creation (the owner index) or its
+    enqueueing (RQ's queue set), after the key would be claimed."""
     redis = Redis.from_url(deployment.redis_url)
     payload = blobs_job(random_state=7)
-    redis.execute_command("REPLICAOF", "127.0.0.1", "1")
+    key = f"released-{broken_key}"
+    saved = redis.dump(broken_key)
+    redis.delete(broken_key)
+    redis.set(broken_key, "not a set")
     try:
         response = httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=30,
-                              headers={"Idempotency-Key": "released"})
-        assert response.status_code == 503, response.text
+                              headers={"Idempotency-Key": key})
+        assert_problem(response, 503, "Redis")
     finally:
-        redis.execute_command("REPLICAOF", "NO", "ONE")
+        redis.delete(broken_key)
+        if saved is not None:
+            redis.restore(broken_key, 0, saved)
     response = httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=30,
-                          headers={"Idempotency-Key": "released"})
+                          headers={"Idempotency-Key": key})
     assert response.status_code == 202, response.text
     assert "idempotent-replayed" not in response.headers
+    again = httpx.post(f"{deployment.url}/v1/jobs", json=payload, timeout=30,
+                       headers={"Idempotency-Key": key})
+    assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["id"] == response.json()["id"]
