@@ -15,11 +15,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from algorithms.registry import REGISTRY
 from service.deps import hashed_keys
 from service.jobs import JobService
+from service.json_body import add_component_schemas
 from service.metrics import Metrics
 from service.model_cache import ModelCache
 from service.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
 from service.routes import algorithms, datasets, health, jobs, models
-from service.schemas import build_job_request_model
+from service.schemas import PredictRequest, build_job_request_model
 from service.settings import Settings, get_settings
 from service.stores import Stores
 
@@ -126,9 +127,11 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     install_problem_handlers(app)
     app.include_router(algorithms.router)
     app.include_router(datasets.router)
-    app.include_router(jobs.build_router(build_job_request_model(REGISTRY)))
+    job_request = build_job_request_model(REGISTRY)
+    app.include_router(jobs.build_router(job_request))
     app.include_router(models.router)
     app.include_router(health.router)
+    add_component_schemas(app, job_request, PredictRequest)  # bodies the routes parse themselves
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     return app

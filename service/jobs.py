@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from redis import Redis
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
@@ -30,8 +31,17 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
-def request_hash(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+def request_hash(request: Any) -> str:
+    """Digest of a job request: its fields as canonical JSON and the matrix ``data.X`` (a float64
+    array from service.json_body) as bytes, so a large X is hashed without a JSON copy."""
+    fields = request.model_dump(mode="json", exclude={"data": {"X"}})
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+    X = request.data.X
+    if X is not None:
+        array = np.ascontiguousarray(X, dtype=np.float64)
+        digest.update(f"X{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 class JobService:
@@ -66,7 +76,7 @@ class JobService:
         job_id = new_id()
         body_hash = None
         if idempotency_key is not None:
-            body_hash = request_hash(request.model_dump(mode="json"))
+            body_hash = request_hash(request)
             earlier = self.stores.idempotency.earlier(owner, idempotency_key)
             if earlier is not None:  # the common replay: no dataset write, no new record
                 return self._replay(earlier, body_hash, owner), True

@@ -5,9 +5,11 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
+from service.json_body import json_body_openapi, parse_model, read_json_payload
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
 from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse
 
@@ -40,10 +42,18 @@ def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str,
             "npz_base64": base64.b64encode(payload).decode()}
 
 
-@router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES)
-def predict(model_id: ModelIdPath, body: PredictRequest, request: Request,
-            caller: Annotated[str, Depends(owner)]):
+@router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES,
+             openapi_extra=json_body_openapi(PredictRequest))
+async def predict(model_id: ModelIdPath, request: Request,
+                  caller: Annotated[str, Depends(owner)]):
     """Labels (and decision values where the model has them) for new points, synchronously."""
+    payload = await read_json_payload(request)
+    body = await run_in_threadpool(parse_model, payload, PredictRequest, (("X",),))
+    del payload
+    return await run_in_threadpool(_predict, model_id, body, request, caller)
+
+
+def _predict(model_id: str, body: PredictRequest, request: Request, caller: str) -> dict:
     entry = request.app.state.model_cache.get(model_id)
     if entry is not None and entry[1].get("owner", "anonymous") != caller:
         entry = None

@@ -1,0 +1,278 @@
+"""Large JSON request bodies read without stalling the event loop and without a Python float per
+number.
+
+``json.loads`` (or pydantic's parser) of a 62 MiB job body holds the GIL for seconds in one C call
+and builds ~3 million Python floats (842 MiB RSS). Here the document is walked in Python and every
+matrix (``data.X`` of a job, ``X`` of a predict request) is decoded a row at a time with the
+standard library's ``raw_decode``, converted to float64 blocks of rows as it goes: each C call is
+short, so a worker thread running this yields the GIL to the event loop many times a second, and
+the peak memory is the body text plus the float64 matrix plus one block of rows.
+
+Anything the fast path does not expect (a non-numeric value, ragged rows, NaN) is a 422 naming the
+exact field, as pydantic would name it. The rest of the document is small and validated by the
+pydantic model as usual; the matrix is attached to the validated model afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+
+from service.problems import ProblemError, field_error
+
+_DECODER = json.JSONDecoder()
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_ROWS_PER_BLOCK = 2048  # ~1 ms of raw_decode per block boundary check; bounds the Python floats
+_NOT_FINITE = "must be a finite number (not NaN or infinity; 1e400 and beyond read as infinity)"
+
+
+def _skip(text: str, i: int) -> int:
+    return _WHITESPACE.match(text, i).end()
+
+
+def _syntax_error(text: str, i: int, what: str) -> ProblemError:
+    line = text.count("\n", 0, i) + 1
+    column = i - text.rfind("\n", 0, i)
+    return field_error(422, "body", f"invalid JSON at line {line} column {column}: {what}",
+                       "json_invalid")
+
+
+def _decode(text: str, i: int) -> tuple[Any, int]:
+    try:
+        return _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError as exc:
+        raise _syntax_error(text, exc.pos, exc.msg) from None
+    except RecursionError:
+        raise field_error(422, "body", "JSON nested too deeply; send the documented shape",
+                          "json_invalid") from None
+
+
+def _row_problem(row: Any, field: str, width: int | None) -> ProblemError | None:
+    """Why ``row`` is not a row of finite numbers (of ``width`` values), as a 422."""
+    if not isinstance(row, list):
+        return field_error(422, field, "must be a list of numbers (one row per point)",
+                           "list_type")
+    for j, value in enumerate(row):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return field_error(422, f"{field}.{j}", "Input should be a valid number",
+                               "float_type")
+        try:
+            finite = np.isfinite(float(value))
+        except OverflowError:
+            finite = False
+        if not finite:
+            return field_error(422, f"{field}.{j}", _NOT_FINITE, "finite_number")
+    if width is not None and len(row) != width:
+        return field_error(422, field, f"has {len(row)} values where earlier rows have {width}: "
+                                       "the matrix is ragged; every row needs the same count",
+                           "ragged")
+    return None
+
+
+def _block(rows: list[Any], first: int, field: str, width: int | None,
+           literals: bool) -> np.ndarray:
+    """Rows ``first``.. as a float64 block; any row that is not ``width`` finite numbers is a 422
+    naming it (the rows are then checked one by one, which only bad input pays for)."""
+    good = False
+    if not literals:
+        try:
+            block = np.array(rows, dtype=np.float64)
+            good = block.ndim == 2 and (width is None or block.shape[1] == width) and \
+                bool(np.isfinite(block).all())
+        except (ValueError, TypeError, OverflowError):
+            pass
+    if good:
+        return block
+    width = width if width is not None else (len(rows[0]) if isinstance(rows[0], list) else None)
+    for offset, row in enumerate(rows):
+        problem = _row_problem(row, f"{field}.{first + offset}", width)
+        if problem is not None:
+            raise problem
+    # Every row checked out one by one, so only bools (numpy turns them into 1.0) remain.
+    raise field_error(422, field, "must hold numbers only")
+
+
+def _matrix(text: str, i: int, field: str) -> tuple[np.ndarray | list, int]:
+    """Decode the array of rows starting at ``text[i] == '['``; returns it and the end index."""
+    i = _skip(text, i + 1)
+    if text.startswith("]", i):
+        return [], i + 1  # empty: the model's own check says what to send
+    blocks: list[np.ndarray] = []
+    rows: list[Any] = []
+    width = None
+    n = 0
+    literals = False  # true/false: numpy would take them for 1.0/0.0 (no number has a t or f)
+    while True:
+        start = i
+        row, i = _decode(text, i)
+        rows.append(row)
+        literals = literals or text.find("t", start, i) >= 0 or text.find("f", start, i) >= 0
+        if len(rows) == _ROWS_PER_BLOCK:
+            blocks.append(_block(rows, n, field, width, literals))
+            literals = False
+            width = blocks[-1].shape[1]
+            n += len(rows)
+            rows = []
+        i = _skip(text, i)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+        elif text.startswith("]", i):
+            break
+        else:
+            raise _syntax_error(text, i, "expected ',' or ']' between rows")
+    if rows:
+        blocks.append(_block(rows, n, field, width, literals))
+    return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), i + 1
+
+
+_MAX_DEPTH = 64
+
+
+def _value(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+           found: dict[tuple[str, ...], np.ndarray], depth: int = 0) -> tuple[Any, int]:
+    """Decode the value at ``text[i]`` in small pieces (every array element and object member
+    on its own), so no single C call runs long whatever the client sends."""
+    if depth > _MAX_DEPTH:
+        raise field_error(422, "body", f"JSON nested deeper than {_MAX_DEPTH} levels; send the "
+                                       "documented shape", "json_invalid")
+    if text.startswith("{", i):
+        return _object(text, i, path, matrices, found, depth)
+    if text.startswith("[", i):
+        if path in matrices:
+            value, end = _matrix(text, i, ".".join(("body", *path)))
+            if isinstance(value, np.ndarray):
+                found[path] = value
+                return [], end  # stands in for the matrix while the model validates the rest
+            found.pop(path, None)
+            return value, end
+        return _array(text, i, path, matrices, found, depth)
+    return _decode(text, i)
+
+
+def _array(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+           found: dict[tuple[str, ...], np.ndarray], depth: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    i = _skip(text, i + 1)
+    if text.startswith("]", i):
+        return items, i + 1
+    while True:
+        item, i = _value(text, i, (*path, "*"), matrices, found, depth + 1)
+        items.append(item)
+        i = _skip(text, i)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+        elif text.startswith("]", i):
+            return items, i + 1
+        else:
+            raise _syntax_error(text, i, "expected ',' or ']' between array items")
+
+
+def _object(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+            found: dict[tuple[str, ...], np.ndarray], depth: int) -> tuple[dict[str, Any], int]:
+    document: dict[str, Any] = {}
+    i = _skip(text, i + 1)
+    if text.startswith("}", i):
+        return document, i + 1
+    while True:
+        if not text.startswith('"', i):
+            raise _syntax_error(text, i, "expected a property name in double quotes")
+        key, i = _decode(text, i)
+        i = _skip(text, i)
+        if not text.startswith(":", i):
+            raise _syntax_error(text, i, "expected ':' after a property name")
+        i = _skip(text, i + 1)
+        document[key], i = _value(text, i, (*path, key), matrices, found, depth + 1)
+        i = _skip(text, i)
+        if text.startswith(",", i):
+            i = _skip(text, i + 1)
+        elif text.startswith("}", i):
+            return document, i + 1
+        else:
+            raise _syntax_error(text, i, "expected ',' or '}' between properties")
+
+
+def parse_model(payload: bytes | bytearray, model: type[BaseModel],
+                matrices: tuple[tuple[str, ...], ...]) -> BaseModel:
+    """Validate a JSON body as ``model``, decoding the matrix fields at ``matrices`` (paths of
+    keys, e.g. ``("data", "X")``) straight to float64 arrays that replace the lists on the
+    validated model. Blocking and CPU-bound: call it in a worker thread."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise field_error(422, "body", f"is not UTF-8 text ({exc})", "json_invalid") from None
+    i = _skip(text, 0)
+    if i == len(text):
+        raise field_error(422, "body", "is empty: send a JSON object", "missing")
+    if not text.startswith("{", i):
+        raise field_error(422, "body", f"must be a JSON object ({model.__name__})", "dict_type")
+    found: dict[tuple[str, ...], np.ndarray] = {}
+    document, i = _object(text, i, (), set(matrices), found, 0)
+    if _skip(text, i) != len(text):
+        raise _syntax_error(text, _skip(text, i), "extra data after the JSON document")
+    del text
+    try:
+        validated = model.model_validate(document)
+    except ValidationError as exc:
+        errors = [{"field": ".".join(("body", *map(str, e["loc"]))), "message": e["msg"],
+                   "type": e["type"]} for e in exc.errors()]
+        for error in errors:
+            if error["type"] == "finite_number":
+                error["message"] = _NOT_FINITE
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        raise ProblemError(422, detail, errors=errors) from None
+    for path, array in found.items():
+        target = validated
+        for key in path[:-1]:
+            target = getattr(target, key)
+        # The model is not frozen and does not validate assignment: the array replaces the
+        # placeholder list as is (matrix_or_422 accepts arrays).
+        object.__setattr__(target, path[-1], array)
+    return validated
+
+
+async def read_json_payload(request: Request) -> bytearray:
+    """The body (already bounded by MMC_MAX_BODY_BYTES), refused early if it is declared as
+    something other than JSON."""
+    content_type = request.headers.get("content-type", "application/json").lower()
+    media = content_type.split(";")[0].strip()
+    if media and media != "application/json" and not media.endswith("+json"):
+        raise ProblemError(415, f"send the request as application/json, not {media}")
+    payload = bytearray()
+    async for chunk in request.stream():
+        payload += chunk
+    return payload
+
+
+def json_body_openapi(model: type[BaseModel], examples: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
+    """``openapi_extra`` documenting a body read by :func:`parse_model` (FastAPI sees no body
+    parameter); :func:`add_component_schemas` puts ``model``'s schema into the document."""
+    content: dict[str, Any] = {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+    if examples:
+        content["examples"] = examples
+    return {"requestBody": {"required": True, "content": {"application/json": content}}}
+
+
+def add_component_schemas(app, *models: type[BaseModel]) -> None:
+    """Extend ``app.openapi`` with the schemas of bodies that routes parse themselves."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        document = generate()
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        for model in models:
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in schema.pop("$defs", {}).items():
+                schemas.setdefault(name, definition)
+            schemas[model.__name__] = schema
+        document["components"]["schemas"] = dict(sorted(schemas.items()))
+        return document
+
+    app.openapi = openapi
