@@ -97,12 +97,21 @@ def _block(rows: list[Any], first: int, field: str, width: int | None,
     raise field_error(422, field, "must hold numbers only")
 
 
-def _matrix(text: str, i: int, field: str) -> tuple[np.ndarray | list, int]:
+class _Blocks(list):
+    """Float64 row blocks of one matrix, concatenated once the body text is freed."""
+
+    def join(self) -> np.ndarray:
+        matrix = self[0] if len(self) == 1 else np.concatenate(self)
+        self.clear()
+        return matrix
+
+
+def _matrix(text: str, i: int, field: str) -> tuple[_Blocks | list, int]:
     """Decode the array of rows starting at ``text[i] == '['``; returns it and the end index."""
     i = _skip(text, i + 1)
     if text.startswith("]", i):
         return [], i + 1  # empty: the model's own check says what to send
-    blocks: list[np.ndarray] = []
+    blocks = _Blocks()
     rows: list[Any] = []
     width = None
     n = 0
@@ -127,14 +136,14 @@ def _matrix(text: str, i: int, field: str) -> tuple[np.ndarray | list, int]:
             raise _syntax_error(text, i, "expected ',' or ']' between rows")
     if rows:
         blocks.append(_block(rows, n, field, width, literals))
-    return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), i + 1
+    return blocks, i + 1
 
 
 _MAX_DEPTH = 64
 
 
 def _value(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
-           found: dict[tuple[str, ...], np.ndarray], depth: int = 0) -> tuple[Any, int]:
+           found: dict[tuple[str, ...], _Blocks], depth: int = 0) -> tuple[Any, int]:
     """Decode the value at ``text[i]`` in small pieces (every array element and object member
     on its own), so no single C call runs long whatever the client sends."""
     if depth > _MAX_DEPTH:
@@ -145,7 +154,7 @@ def _value(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ..
     if text.startswith("[", i):
         if path in matrices:
             value, end = _matrix(text, i, ".".join(("body", *path)))
-            if isinstance(value, np.ndarray):
+            if isinstance(value, _Blocks):
                 found[path] = value
                 return [], end  # stands in for the matrix while the model validates the rest
             found.pop(path, None)
@@ -155,7 +164,7 @@ def _value(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ..
 
 
 def _array(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
-           found: dict[tuple[str, ...], np.ndarray], depth: int) -> tuple[list[Any], int]:
+           found: dict[tuple[str, ...], _Blocks], depth: int) -> tuple[list[Any], int]:
     items: list[Any] = []
     i = _skip(text, i + 1)
     if text.startswith("]", i):
@@ -173,7 +182,7 @@ def _array(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ..
 
 
 def _object(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
-            found: dict[tuple[str, ...], np.ndarray], depth: int) -> tuple[dict[str, Any], int]:
+            found: dict[tuple[str, ...], _Blocks], depth: int) -> tuple[dict[str, Any], int]:
     document: dict[str, Any] = {}
     i = _skip(text, i + 1)
     if text.startswith("}", i):
@@ -196,13 +205,22 @@ def _object(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, .
             raise _syntax_error(text, i, "expected ',' or '}' between properties")
 
 
+def _text_of(payload: bytes | bytearray) -> str:
+    """The body as text; a bytearray (read_json_payload's) is emptied at once, so the body is
+    not held twice while it is parsed."""
+    text = payload.decode("utf-8")
+    if isinstance(payload, bytearray):
+        payload.clear()
+    return text
+
+
 def parse_model(payload: bytes | bytearray, model: type[BaseModel],
                 matrices: tuple[tuple[str, ...], ...]) -> BaseModel:
     """Validate a JSON body as ``model``, decoding the matrix fields at ``matrices`` (paths of
     keys, e.g. ``("data", "X")``) straight to float64 arrays that replace the lists on the
     validated model. Blocking and CPU-bound: call it in a worker thread."""
     try:
-        text = payload.decode("utf-8")
+        text = _text_of(payload)
     except UnicodeDecodeError as exc:
         raise field_error(422, "body", f"is not UTF-8 text ({exc})", "json_invalid") from None
     i = _skip(text, 0)
@@ -210,11 +228,12 @@ def parse_model(payload: bytes | bytearray, model: type[BaseModel],
         raise field_error(422, "body", "is empty: send a JSON object", "missing")
     if not text.startswith("{", i):
         raise field_error(422, "body", f"must be a JSON object ({model.__name__})", "dict_type")
-    found: dict[tuple[str, ...], np.ndarray] = {}
+    found: dict[tuple[str, ...], _Blocks] = {}
     document, i = _object(text, i, (), set(matrices), found, 0)
     if _skip(text, i) != len(text):
         raise _syntax_error(text, _skip(text, i), "extra data after the JSON document")
     del text
+    arrays = {path: blocks.join() for path, blocks in found.items()}
     try:
         validated = model.model_validate(document)
     except ValidationError as exc:
@@ -225,7 +244,7 @@ def parse_model(payload: bytes | bytearray, model: type[BaseModel],
                 error["message"] = _NOT_FINITE
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
         raise ProblemError(422, detail, errors=errors) from None
-    for path, array in found.items():
+    for path, array in arrays.items():
         target = validated
         for key in path[:-1]:
             target = getattr(target, key)
@@ -233,6 +252,22 @@ def parse_model(payload: bytes | bytearray, model: type[BaseModel],
         # placeholder list as is (matrix_or_422 accepts arrays).
         object.__setattr__(target, path[-1], array)
     return validated
+
+
+def parse_matrix(payload: bytes | bytearray, model: type[BaseModel]) -> np.ndarray | list:
+    """A matrix sent as a bare JSON array of rows, or as ``model`` (an object with ``X``)."""
+    start = payload[:64].lstrip()[:1]
+    if start != b"[":
+        return parse_model(payload, model, (("X",),)).X
+    try:
+        text = _text_of(payload)
+    except UnicodeDecodeError as exc:
+        raise field_error(422, "body", f"is not UTF-8 text ({exc})", "json_invalid") from None
+    matrix, i = _matrix(text, _skip(text, 0), "body")
+    if _skip(text, i) != len(text):
+        raise _syntax_error(text, _skip(text, i), "extra data after the JSON document")
+    del text
+    return matrix.join() if isinstance(matrix, _Blocks) else matrix
 
 
 async def read_json_payload(request: Request) -> bytearray:

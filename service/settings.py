@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     )
     webhook_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one delivery.")
     max_body_bytes: int = Field(64 * 2**20, ge=1024, description="Largest request body accepted.")
+    max_body_bytes_in_flight: int = Field(
+        128 * 2**20, ge=1024, description="Request-body bytes one API process holds at once "
+                                          "(declared Content-Length); more is a 503.")
+    max_concurrent_requests: int = Field(
+        64, ge=1, description="Requests one API process serves at once (health probes and "
+                              "metrics exempt); more is a 503.")
     job_ttl_seconds: int = Field(
         7 * 86400, ge=60, description="Lifetime of job records and results."
     )

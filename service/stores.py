@@ -89,7 +89,7 @@ class DatasetStore:
     def content_id(X: np.ndarray, owner: str = "") -> str:
         array = np.ascontiguousarray(X, dtype=np.float64)
         digest = hashlib.sha256(f"{owner}\0{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(memoryview(array).cast("B"))  # no copy of a large matrix
         return digest.hexdigest()
 
     def put(self, X: np.ndarray, *, owner: str = "", describe: bool = True

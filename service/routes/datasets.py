@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
+from service.json_body import parse_matrix
 from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
@@ -32,18 +33,21 @@ _UPLOAD_BODY = {
 
 def _parse(kind: str, payload: bytes, max_values: int):
     if kind == "json":
-        try:
-            document = json.loads(payload)
-        except ValueError as exc:
-            raise field_error(422, "body", f"invalid JSON: {exc}") from None
-        except RecursionError:
-            raise field_error(422, "body", "JSON nested too deeply; send {\"X\": [[...], ...]}, "
-                                           "a list of rows of numbers") from None
-        rows = document.get("X") if isinstance(document, dict) else document
-        return matrix_or_422(rows, "body.X")
+        # Row by row into float64 (service.json_body): no Python float per number.
+        return matrix_or_422(parse_matrix(payload, DatasetJSON), "body.X")
     if kind == "csv":
         return parse_csv(payload.decode("utf-8", errors="replace"))
     return parse_npy(payload, max_values)
+
+
+def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[dict, bool]:
+    limit = request.app.state.settings.max_points_x_features
+    X = _parse(kind, payload, limit)
+    del payload
+    if X.size > limit:
+        raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
+                                       f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
+    return request.app.state.stores.datasets.put(X, owner=caller)
 
 
 def _kind_of(name_or_type: str) -> str | None:
@@ -71,16 +75,14 @@ async def upload_dataset(request: Request, response: Response,
         payload = await upload.read()
     else:
         kind = _kind_of(content_type)
-        payload = await request.body()
+        payload = bytearray()  # emptied by the JSON parser once decoded (service.json_body)
+        async for chunk in request.stream():
+            payload += chunk
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
-    limit = request.app.state.settings.max_points_x_features
-    X = _parse(kind, payload, limit)
-    if X.size > limit:
-        raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
-                                       f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
-    description, created = request.app.state.stores.datasets.put(X, owner=caller)
+    # Parsing, hashing and storing are CPU and Redis work: off the event loop.
+    description, created = await run_in_threadpool(_store, request, kind, payload, caller)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{description['id']}"
     return description
