@@ -794,8 +794,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by an SVM trained on the found labels with the learned kernel."""
+        return self.predict_with_decision(X)[0]
+
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        decision = self.decision_function(X)
         classes = self.classifier_[0].classes
-        return np.where(self.decision_function(X) > 0, classes[1], classes[0]).astype(np.int64)
+        return np.where(decision > 0, classes[1], classes[0]).astype(np.int64), decision
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

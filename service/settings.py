@@ -68,6 +68,8 @@ class Settings(BaseSettings):
     job_timeout_cap_seconds: int = Field(
         3600, ge=1, description="Upper bound on a job's run time (each algorithm has its own)."
     )
+    max_predict_rows: int = Field(
+        100_000, ge=1, description="Rows (sequence positions for m3n) of one predict request.")
     model_cache_size: int = Field(64, ge=0, description="Decoded models kept per API process.")
     page_size_max: int = Field(100, ge=1, description="Largest page of GET /v1/jobs.")
 

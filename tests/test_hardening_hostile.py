@@ -16,13 +16,16 @@ from redis import Redis
 from sklearn.datasets import make_blobs
 
 from tests.hardening import Deployment
+from tests.helpers import run_job
 
 PROBLEM = "application/problem+json"
+PREDICT_ROWS = 2500
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    deployment = Deployment(tmp_path_factory.mktemp("hostile"), {"MMC_RETRY_AFTER_SECONDS": "3"})
+    deployment = Deployment(tmp_path_factory.mktemp("hostile"), {
+        "MMC_RETRY_AFTER_SECONDS": "3", "MMC_MAX_PREDICT_ROWS": str(PREDICT_ROWS)})
     yield deployment
     deployment.close()
 
@@ -233,3 +236,26 @@ def test_a_redis_error_while_creating_releases_the_idempotency_key(deployment, b
                        headers={"Idempotency-Key": key})
     assert again.status_code == 202 and again.headers["idempotent-replayed"] == "true"
     assert again.json()["id"] == response.json()["id"]
+
+
+# -- predict: bounded, block by block --------------------------------------------------------------
+
+
+def test_predict_is_bounded_by_rows_and_evaluated_in_blocks(deployment):
+    X, _ = make_blobs(n_samples=60, centers=3, random_state=1)
+    result = run_job(deployment.url, {"algorithm": {"name": "itersvr", "params": {
+        "n_clusters": 3, "random_state": 0}}, "data": {"X": X.tolist()}})
+    url = f"{deployment.url}/v1/models/{result['model_id']}/predict"
+    new = np.random.default_rng(2).normal(scale=5, size=(PREDICT_ROWS, 2))
+    whole = httpx.post(url, json={"X": new.tolist()}, timeout=60)
+    assert whole.status_code == 200, whole.text
+    assert len(whole.json()["labels"]) == PREDICT_ROWS
+    # Several blocks (1,024 rows each) label exactly as requests of a few rows do.
+    pieces = [httpx.post(url, json={"X": new[i:i + 500].tolist()}, timeout=60).json()
+              for i in range(0, PREDICT_ROWS, 500)]
+    assert whole.json()["labels"] == [label for p in pieces for label in p["labels"]]
+    assert np.allclose(whole.json()["decision_values"],
+                       [value for p in pieces for value in p["decision_values"]])
+    too_many = np.vstack([new, new[:1]])
+    response = httpx.post(url, json={"X": too_many.tolist()}, timeout=60)
+    assert_problem(response, 422, "MMC_MAX_PREDICT_ROWS")
