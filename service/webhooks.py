@@ -5,7 +5,8 @@ Headers: ``webhook-id`` (stable across retries of one event: ``<job id>.<status>
 "<id>.<timestamp>.<body>">`` keyed with the tenant's secret (``whsec_<base64>`` in
 ``MMC_WEBHOOK_SECRETS``). A callback goes only to http(s) URLs whose host resolves to public
 addresses, unless ``MMC_WEBHOOK_ALLOW_PRIVATE`` is set; the check is repeated at every delivery,
-so a name re-pointed at an internal address after submission is refused too.
+so a name re-pointed at an internal address after submission is refused too, and each delivery
+connects to the very address it checked (no second lookup for DNS rebinding to answer).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import socket
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -49,36 +53,90 @@ def tenant_secret(settings: Settings, tenant: str) -> str | None:
     return parse_pairs(settings.webhook_secrets).get(tenant)
 
 
+# Ranges ``ipaddress.is_global`` (Python 3.11) still calls global: deprecated site-local IPv6,
+# 6to4 (it embeds any IPv4, 127.0.0.1 included) and NAT64's local-use prefix.
+_NOT_GLOBAL = tuple(ipaddress.ip_network(net) for net in (
+    "fec0::/10", "2002::/16", "64:ff9b:1::/48"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 def _forbidden(address: str) -> bool:
+    """Whether a callback may not go to ``address``: anything but a globally routable unicast
+    address (private, loopback, link-local, shared 100.64.0.0/10 with its cloud metadata
+    addresses, documentation, reserved, multicast...)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
-            or ip.is_reserved or ip.is_unspecified)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip in _NAT64:  # well-known NAT64 prefix: judge the IPv4 address it carries
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.is_multicast or not ip.is_global:
+        return True
+    return any(ip in net for net in _NOT_GLOBAL if net.version == ip.version)
 
 
-def url_problem(url: str, allow_private: bool) -> str | None:
-    """Why ``url`` may not be called back, or ``None`` when it may."""
+Resolver = Callable[[str, int], list[str]]
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to (TCP), in the resolver's order."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A callback URL with the address it was checked against: the delivery connects to that
+    address (pinned), so a name re-pointed after the check (DNS rebinding) cannot redirect it."""
+
+    url: str
+    host: str
+    port: int
+    address: str
+
+    def request_args(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """``(url to connect to, extra headers, httpx extensions)``: the address literal in the
+        URL, the name in ``Host`` and, for https, in SNI (the certificate is checked for it)."""
+        parts = urlsplit(self.url)
+        literal = f"[{self.address}]" if ":" in self.address else self.address
+        netloc = f"{literal}:{parts.port}" if parts.port else literal
+        host_header = parts.netloc.rpartition("@")[2]
+        extensions = {"sni_hostname": self.host} if parts.scheme == "https" else {}
+        return urlunsplit(parts._replace(netloc=netloc)), {"host": host_header}, extensions
+
+
+def check_url(url: str, allow_private: bool, resolver: Resolver = resolve
+              ) -> tuple[Target | None, str | None]:
+    """``(target, None)`` when ``url`` may be called back, else ``(None, why not)``. The name is
+    resolved once; every address must be global (unless ``allow_private``) and the first one is
+    pinned."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        return f"is not a valid URL ({exc})"
+        return None, f"is not a valid URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http or https URL with a host"
+        return None, "must be an http or https URL with a host"
     if parts.username or parts.password:
-        return "must not carry credentials"
-    if allow_private:
-        return None
+        return None, "must not carry credentials"
+    port = port or (443 if parts.scheme == "https" else 80)
     try:
-        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
+        addresses = resolver(parts.hostname, port)
     except (OSError, UnicodeError) as exc:
-        return f"host {parts.hostname!r} does not resolve ({exc})"
-    for info in infos:
-        if _forbidden(info[4][0]):
-            return (f"host {parts.hostname!r} resolves to {info[4][0]}, a loopback, link-local "
-                    "or private address (refused; MMC_WEBHOOK_ALLOW_PRIVATE allows it)")
-    return None
+        return None, f"host {parts.hostname!r} does not resolve ({exc})"
+    if not addresses:
+        return None, f"host {parts.hostname!r} does not resolve"
+    for address in addresses if not allow_private else ():
+        if _forbidden(address):
+            return None, (f"host {parts.hostname!r} resolves to {address}, which is not a "
+                          "globally routable address (private, loopback, link-local, shared "
+                          "or reserved: refused; MMC_WEBHOOK_ALLOW_PRIVATE allows it)")
+    return Target(url, parts.hostname, port, addresses[0]), None
+
+
+def url_problem(url: str, allow_private: bool) -> str | None:
+    """Why ``url`` may not be called back, or ``None`` when it may."""
+    return check_url(url, allow_private)[1]
 
 
 def event(record: dict[str, Any]) -> tuple[str, bytes]:
@@ -88,10 +146,24 @@ def event(record: dict[str, Any]) -> tuple[str, bytes]:
     body = {"type": f"job.{record['status']}",
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "data": render_job(record)}
-    return f"{record['id']}.{record['status']}", json.dumps(body, sort_keys=True).encode()
+    return f"{record['id']}.{record['status']}", json.dumps(
+        _finite(body), sort_keys=True, allow_nan=False).encode()
 
 
-def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep) -> bool:
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as ``null``: JSON has no such numbers, and a receiver's
+    strict parser would reject ``Infinity`` (an objective can diverge)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
+            resolver: Resolver = resolve) -> bool:
     """POST the event to the job's ``callback_url``, retrying with exponential backoff; returns
     whether a 2xx answer came back."""
     url = record.get("callback_url")
@@ -104,17 +176,20 @@ def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep) -> 
     msg_id, body = event(record)
     delay = settings.webhook_backoff_seconds
     for attempt in range(1, settings.webhook_max_attempts + 1):
-        problem = url_problem(url, settings.webhook_allow_private)
-        if problem is not None:
+        target, problem = check_url(url, settings.webhook_allow_private, resolver)
+        if target is None:
             log.warning("job %s: callback URL refused: %s", record["id"], problem)
             return False
+        connect_url, pinned_headers, extensions = target.request_args()
         timestamp = int(time.time())
         headers = {"content-type": "application/json", "webhook-id": msg_id,
                    "webhook-timestamp": str(timestamp),
-                   "webhook-signature": sign(secret, msg_id, timestamp, body)}
+                   "webhook-signature": sign(secret, msg_id, timestamp, body), **pinned_headers}
         try:
-            response = httpx.post(url, content=body, headers=headers, follow_redirects=False,
-                                  timeout=settings.webhook_timeout_seconds)
+            with httpx.Client(timeout=settings.webhook_timeout_seconds,
+                              follow_redirects=False) as client:
+                response = client.send(client.build_request(
+                    "POST", connect_url, content=body, headers=headers, extensions=extensions))
             if 200 <= response.status_code < 300:
                 return True
             outcome = f"HTTP {response.status_code}"
