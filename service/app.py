@@ -124,7 +124,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.state.stores = Stores(app.state.redis, settings)
     app.state.jobs = JobService(app.state.redis, settings)
     app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
-    app.state.metrics = Metrics()
+    app.state.metrics = Metrics(app.state.redis)
 
     # The objects of the imported libraries live as long as the process: keep them out of the
     # cyclic collector's full passes, which otherwise stall the event loop ~100 ms while a large

@@ -17,6 +17,7 @@ from rq.job import Callback, Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
+from service import metrics
 from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
 from service.settings import Settings
@@ -197,6 +198,7 @@ class JobService:
                 send_stop_job_command(self.redis, rq_id, serializer=SERIALIZER)
         else:
             return self.get(job_id, owner)
+        metrics.job_finished(self.redis, record["algorithm"], "canceled")
         final = self.get(job_id, owner)
         deliver_in_background(self.settings, final)
         return final
@@ -244,6 +246,8 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
         if moved:
             enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
+            metrics.record(redis, "mmc_jobs_lost_total", algorithm=record["algorithm"],
+                           action="requeued")
             return "queued"
         return None
     moved = stores.jobs.transition(
@@ -251,6 +255,8 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
         error={"type": error_type, "message": reason})
     if not moved:
         return None
+    metrics.record(redis, "mmc_jobs_lost_total", algorithm=record["algorithm"], action="failed")
+    metrics.job_finished(redis, record["algorithm"], "failed")
     final = stores.jobs.get(job_id)
     if in_api:
         deliver_in_background(settings, final)

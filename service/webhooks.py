@@ -27,7 +27,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from redis import Redis
 
+from service import metrics
 from service.settings import Settings, parse_pairs
 
 log = logging.getLogger(__name__)
@@ -165,21 +167,31 @@ def _finite(value: Any) -> Any:
 def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
             resolver: Resolver = resolve) -> bool:
     """POST the event to the job's ``callback_url``, retrying with exponential backoff; returns
-    whether a 2xx answer came back."""
-    url = record.get("callback_url")
-    if not url:
+    whether a 2xx answer came back. The outcome is counted in ``mmc_webhook_deliveries_total``."""
+    if not record.get("callback_url"):
         return False
+    outcome = _deliver(settings, record, sleep, resolver)
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        metrics.record(redis, "mmc_webhook_deliveries_total", outcome=outcome)
+    finally:
+        redis.close()
+    return outcome == "delivered"
+
+
+def _deliver(settings: Settings, record: dict[str, Any], sleep, resolver: Resolver) -> str:
+    url = record["callback_url"]
     secret = tenant_secret(settings, record.get("owner", ""))
     if secret is None:
         log.warning("job %s: no webhook secret for its tenant; callback dropped", record["id"])
-        return False
+        return "no_secret"
     msg_id, body = event(record)
     delay = settings.webhook_backoff_seconds
     for attempt in range(1, settings.webhook_max_attempts + 1):
         target, problem = check_url(url, settings.webhook_allow_private, resolver)
         if target is None:
             log.warning("job %s: callback URL refused: %s", record["id"], problem)
-            return False
+            return "refused"
         connect_url, pinned_headers, extensions = target.request_args()
         timestamp = int(time.time())
         headers = {"content-type": "application/json", "webhook-id": msg_id,
@@ -191,7 +203,7 @@ def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
                 response = client.send(client.build_request(
                     "POST", connect_url, content=body, headers=headers, extensions=extensions))
             if 200 <= response.status_code < 300:
-                return True
+                return "delivered"
             outcome = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             outcome = f"{type(exc).__name__}: {exc}"
@@ -199,7 +211,7 @@ def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
         if attempt < settings.webhook_max_attempts:
             sleep(delay)
             delay *= 2
-    return False
+    return "failed"
 
 
 def deliver_in_background(settings: Settings, record: dict[str, Any] | None) -> None:

@@ -22,6 +22,7 @@ from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
 from service.jobs import lost_job, record_id
+from service.metrics import job_finished
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import deliver
@@ -70,8 +71,10 @@ def run_job(job_id: str) -> str:
         status = _run(stores, job_id, record)
     finally:
         heartbeat.stop()
+    final = jobs.get(job_id) or {}
+    job_finished(stores.redis, record["algorithm"], status, final.get("fit_seconds"))
     if status in ("succeeded", "failed"):
-        deliver(settings, jobs.get(job_id) or {})
+        deliver(settings, final)
     return status
 
 
@@ -199,6 +202,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         if stores.jobs.transition(job_id, ("queued", "running"), status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
+            job_finished(connection, record["algorithm"], "failed")
             deliver(settings, stores.jobs.get(job_id) or {})
         return
     reason = detail or "the worker running this job stopped before it finished"
