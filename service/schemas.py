@@ -180,8 +180,10 @@ class AlgorithmDescription(BaseModel):
     estimator: str
     input_kind: str
     labels: str
-    queue: str
-    max_n: int
+    queue: str = Field(description="Queue of a job with the default parameters.")
+    max_n: int = Field(description="Largest n_samples (positions for sequences) with the default "
+                                   "parameters.")
+    limits_rule: str = Field(description="How queue and max_n follow from the parameters.")
     timeout_seconds: int
     accepts_sparse: bool
     params_schema: dict[str, Any]

@@ -259,3 +259,31 @@ def test_predict_is_bounded_by_rows_and_evaluated_in_blocks(deployment):
     too_many = np.vstack([new, new[:1]])
     response = httpx.post(url, json={"X": too_many.tolist()}, timeout=60)
     assert_problem(response, 422, "MMC_MAX_PREDICT_ROWS")
+
+
+# -- /v1/algorithms reports the limits a job with the default parameters gets ----------------------
+
+
+def test_described_limits_are_those_of_the_default_parameters(deployment):
+    described = httpx.get(f"{deployment.url}/v1/algorithms", timeout=30).json()
+    assert {d["name"]: d["max_n"] for d in described}["robust_svm"] == 250
+    for algorithm in described:
+        name, max_n = algorithm["name"], algorithm["max_n"]
+        assert algorithm["limits_rule"], name
+        rng = np.random.default_rng(0)
+        if algorithm["input_kind"] == "sequences":
+            data = {"sequences": [[int(v) for v in rng.integers(0, 3, size=max_n + 1)]]}
+        else:
+            data = {"X": rng.normal(size=(max_n + 1, 1)).round(3).tolist()}
+        response = httpx.post(f"{deployment.url}/v1/jobs", timeout=60, json={
+            "algorithm": {"name": name}, "data": data})
+        assert_problem(response, 422, f"max_n={max_n} ")
+        small = {"sequences": [[0, 1, 2, 1, 0, 2]] * 3} if "sequences" in data else {
+            "X": rng.normal(size=(12, 2)).tolist()}
+        if algorithm["labels"] == "required":
+            small["y"] = [0, 1] * 6
+        job = httpx.post(f"{deployment.url}/v1/jobs", timeout=60, json={
+            "algorithm": {"name": name}, "data": small})
+        assert job.status_code == 202, job.text
+        assert job.json()["queue"] == algorithm["queue"], name
+        httpx.delete(f"{deployment.url}/v1/jobs/{job.json()['id']}", timeout=30)
