@@ -20,7 +20,7 @@ from service.json_body import add_component_schemas
 from service.limits import AdmissionLimitMiddleware
 from service.metrics import Metrics
 from service.model_cache import ModelCache
-from service.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers
+from service.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
 from service.routes import algorithms, datasets, health, jobs, models
 from service.schemas import PredictRequest, build_job_request_model
 from service.settings import Settings, get_settings
@@ -137,7 +137,8 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.include_router(jobs.build_router(job_request))
     app.include_router(models.router)
     app.include_router(health.router)
-    add_component_schemas(app, job_request, PredictRequest)  # bodies the routes parse themselves
+    # Bodies the routes parse themselves, and the problem document.
+    add_component_schemas(app, job_request, PredictRequest, Problem)
     app.add_middleware(AdmissionLimitMiddleware, max_requests=settings.max_concurrent_requests,
                        max_body_bytes=settings.max_body_bytes_in_flight,
                        retry_after=settings.retry_after_seconds)

@@ -26,7 +26,8 @@ from service.webhooks import deliver_in_background, tenant_secret, url_problem
 from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
-def _iso(timestamp: float | None) -> str | None:
+def iso_time(timestamp: float | None) -> str | None:
+    """Epoch seconds as the API writes every time: ISO 8601 UTC with a ``Z``."""
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
@@ -246,7 +247,7 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
         if moved:
             enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
-            metrics.record(redis, "mmc_jobs_lost_total", algorithm=record["algorithm"],
+            metrics.record(redis, "mmc_jobs_lost_total", algorithm=record.get("algorithm", "unknown"),
                            action="requeued")
             return "queued"
         return None
@@ -255,8 +256,9 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
         error={"type": error_type, "message": reason})
     if not moved:
         return None
-    metrics.record(redis, "mmc_jobs_lost_total", algorithm=record["algorithm"], action="failed")
-    metrics.job_finished(redis, record["algorithm"], "failed")
+    algorithm = record.get("algorithm", "unknown")
+    metrics.record(redis, "mmc_jobs_lost_total", algorithm=algorithm, action="failed")
+    metrics.job_finished(redis, algorithm, "failed")
     final = stores.jobs.get(job_id)
     if in_api:
         deliver_in_background(settings, final)
@@ -280,11 +282,12 @@ def render_job(record: dict[str, Any]) -> dict[str, Any]:
         "queue": record["queue"],
         "n_samples": record["n_samples"],
         "n_features": record.get("n_features"),
-        "progress": record.get("progress") or {},
+        "progress": {**(record.get("progress") or {}),
+                     "updated_at": iso_time((record.get("progress") or {}).get("updated_at"))},
         "timing": {
-            "queued_at": _iso(record.get("queued_at")),
-            "started_at": _iso(record.get("started_at")),
-            "finished_at": _iso(record.get("finished_at")),
+            "queued_at": iso_time(record.get("queued_at")),
+            "started_at": iso_time(record.get("started_at")),
+            "finished_at": iso_time(record.get("finished_at")),
             "fit_seconds": record.get("fit_seconds"),
             "load_seconds": timing.get("load_seconds"),
             "store_seconds": timing.get("store_seconds"),

@@ -121,7 +121,43 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(request, 500, "unexpected server error; this is a bug")
 
 
-PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": _TITLES[status]}
-    for status in (401, 404, 409, 413, 422, 429, 503)
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                 "schema": {"type": "integer"}}}
+_WHEN = {
+    401: "A valid API key is missing (only when MMC_API_KEYS is set).",
+    404: "The resource does not exist for this tenant, or has expired.",
+    409: "The resource is not in a state that allows this.",
+    413: "The body exceeds MMC_MAX_BODY_BYTES.",
+    415: "The body's content type is not one this route reads.",
+    422: "A parameter or the body is invalid; errors[] names each field.",
+    429: "The tenant has MMC_MAX_ACTIVE_JOBS_PER_TENANT queued or running jobs.",
+    503: "Redis is unavailable, or this API process is at its request or body limit.",
 }
+_HEADERS = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+    429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the problem statuses a route can answer, plus 401 and 503, which
+    every ``/v1`` route can (authentication, Redis and the admission limits)."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in sorted({401, 503, *statuses}):
+        response: dict[str, Any] = {
+            "description": f"{_TITLES[status]}. {_WHEN[status]}",
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        if status in _HEADERS:
+            response["headers"] = _HEADERS[status]
+        responses[status] = response
+    return responses
+
+
+def header(description: str, type_: str = "string") -> dict[str, Any]:
+    return {"description": description, "schema": {"type": type_}}
+
+
+# Every status, for routes that have not listed theirs.
+PROBLEM_RESPONSES = problem_responses(404, 409, 413, 422, 429)

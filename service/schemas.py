@@ -78,7 +78,7 @@ class Progress(BaseModel):
     step: int = 0
     objective: float | None = None
     message: str = ""
-    updated_at: float | None = None
+    updated_at: str | None = Field(None, description="ISO 8601 UTC time of the last report.")
 
 
 class Timing(BaseModel):
@@ -122,7 +122,9 @@ class JobPage(BaseModel):
 
 
 class JobResult(BaseModel):
-    job_id: str
+    id: str = Field(description="The job's id (every resource names its id 'id').")
+    job_id: str = Field(description="Deprecated: the same as id; kept for older clients.",
+                        json_schema_extra={"deprecated": True})
     algorithm: str
     labels: list[Any] = Field(description="Cluster per point (a list per sequence for m3n).")
     decision_values: list[Any] | None = None
@@ -137,7 +139,7 @@ class DatasetResource(BaseModel):
     n_samples: int
     n_features: int
     stored_bytes: int
-    created_at: float
+    created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
     expires_in_seconds: int
 
 
@@ -153,7 +155,7 @@ class ModelResource(BaseModel):
     input_kind: str
     n_features_in: int | None = None
     params: dict[str, Any]
-    created_at: float
+    created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
 
 
 class ModelExport(BaseModel):

@@ -72,7 +72,8 @@ def run_job(job_id: str) -> str:
     finally:
         heartbeat.stop()
     final = jobs.get(job_id) or {}
-    job_finished(stores.redis, record["algorithm"], status, final.get("fit_seconds"))
+    job_finished(stores.redis, record.get("algorithm", "unknown"), status,
+                 final.get("fit_seconds"))
     if status in ("succeeded", "failed"):
         deliver(settings, final)
     return status
@@ -202,7 +203,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         if stores.jobs.transition(job_id, ("queued", "running"), status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
-            job_finished(connection, record["algorithm"], "failed")
+            job_finished(connection, record.get("algorithm", "unknown"), "failed")
             deliver(settings, stores.jobs.get(job_id) or {})
         return
     reason = detail or "the worker running this job stopped before it finished"

@@ -7,8 +7,9 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
+from service.jobs import iso_time
 from service.json_body import parse_matrix
-from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
+from service.problems import ProblemError, field_error, header, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
@@ -18,8 +19,14 @@ _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": DatasetJSON.model_json_schema()},
-            "text/csv": {"schema": {"type": "string"}},
+            "application/json": {"schema": DatasetJSON.model_json_schema(), "examples": {
+                "object": {"summary": "Rows of numbers under X",
+                           "value": {"X": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}},
+                "matrix": {"summary": "A bare matrix",
+                           "value": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}}},
+            "text/csv": {"schema": {"type": "string"}, "examples": {
+                "csv": {"summary": "One row per line, an optional header",
+                        "value": "x,y\n0.0,0.1\n0.2,0.0\n5.0,5.1\n5.2,4.9\n"}}},
             "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
             "multipart/form-data": {
                 "schema": {"type": "object", "properties": {
@@ -59,8 +66,16 @@ def _kind_of(name_or_type: str) -> str | None:
     return None
 
 
-@router.post("", status_code=201, response_model=DatasetResource, responses=PROBLEM_RESPONSES,
-             openapi_extra=_UPLOAD_BODY)
+_LOCATION = {"Location": header("Path of the dataset, /v1/datasets/{id}.")}
+
+
+@router.post("", status_code=201, response_model=DatasetResource, openapi_extra=_UPLOAD_BODY,
+             responses={
+                 201: {"description": "Stored.", "headers": _LOCATION},
+                 200: {"description": "Already stored by this tenant (same content): its "
+                                      "lifetime is renewed.", "model": DatasetResource,
+                       "headers": _LOCATION},
+                 **problem_responses(413, 415, 422)})
 async def upload_dataset(request: Request, response: Response,
                          caller: Annotated[str, Depends(owner)]):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
@@ -83,15 +98,17 @@ async def upload_dataset(request: Request, response: Response,
                                 "multipart file (.json, .csv, .npy)")
     # Parsing, hashing and storing are CPU and Redis work: off the event loop.
     description, created = await run_in_threadpool(_store, request, kind, payload, caller)
+    description = {**description, "created_at": iso_time(description["created_at"])}
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{description['id']}"
     return description
 
 
-@router.get("/{dataset_id}", response_model=DatasetResource, responses=PROBLEM_RESPONSES)
+@router.get("/{dataset_id}", response_model=DatasetResource,
+            responses=problem_responses(404, 422))
 def get_dataset(dataset_id: DatasetIdPath, request: Request,
                 caller: Annotated[str, Depends(owner)]):
     description = request.app.state.stores.datasets.describe(dataset_id, caller)
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
-    return description
+    return {**description, "created_at": iso_time(description["created_at"])}

@@ -9,16 +9,35 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
 from service.json_body import json_body_openapi, parse_model, read_json_payload
-from service.problems import PROBLEM_RESPONSES, ProblemError
+from service.problems import ProblemError, header, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
+
+JOB_EXAMPLES = {
+    "points": {"summary": "Two clusters of 2-D points (iterSVR)", "value": {
+        "algorithm": {"name": "itersvr", "params": {"n_clusters": 2, "random_state": 0}},
+        "data": {"X": [[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]]}}},
+    "dataset": {"summary": "A stored dataset (POST /v1/datasets), with a signed callback",
+                "value": {"algorithm": {"name": "cpm3c", "params": {"n_clusters": 3}},
+                          "data": {"dataset_id": "0" * 64},
+                          "callback_url": "https://example.com/hooks/mmc"}},
+    "sequences": {"summary": "HMM state labels of integer sequences (m3n)", "value": {
+        "algorithm": {"name": "m3n", "params": {"n_states": 2}},
+        "data": {"sequences": [[0, 0, 1, 1, 0], [1, 1, 0, 0, 1, 1]]}}},
+}
 
 
 def build_router(job_request: type[BaseModel]) -> APIRouter:
     router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                        dependencies=[Depends(api_key_header), Depends(bearer)])
 
-    @router.post("", status_code=202, response_model=JobResource, responses=PROBLEM_RESPONSES,
-                 openapi_extra=json_body_openapi(job_request))
+    @router.post("", status_code=202, response_model=JobResource,
+                 openapi_extra=json_body_openapi(job_request, JOB_EXAMPLES),
+                 responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
+                                                 "job it created).", "headers": {
+                     "Location": header("Path of the job, /v1/jobs/{id}."),
+                     "Idempotent-Replayed": header("'true' when an earlier request with this "
+                                                   "Idempotency-Key created the job.")}},
+                     **problem_responses(404, 409, 413, 415, 422, 429)})
     async def create_job(
         request: Request,
         response: Response,
@@ -41,7 +60,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             request.app.state.metrics.job_created(record["algorithm"])
         return render_job(record)
 
-    @router.get("", response_model=JobPage)
+    @router.get("", response_model=JobPage, responses=problem_responses(422))
     def list_jobs(
         request: Request,
         caller: Annotated[str, Depends(owner)],
@@ -54,17 +73,19 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         return {"items": [render_job(r) for r in records], "total": total,
                 "offset": offset, "limit": limit}
 
-    @router.get("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
+    @router.get("/{job_id}", response_model=JobResource, responses=problem_responses(404, 422))
     def get_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Status, progress, timing, and the error when it failed."""
         return render_job(request.app.state.jobs.get(job_id, caller))
 
-    @router.delete("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
+    @router.delete("/{job_id}", response_model=JobResource,
+                   responses=problem_responses(404, 409, 422))
     def cancel_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Cancel a queued or running job; a finished job is a 409."""
         return render_job(request.app.state.jobs.cancel(job_id, caller))
 
-    @router.get("/{job_id}/result", response_model=JobResult, responses=PROBLEM_RESPONSES)
+    @router.get("/{job_id}/result", response_model=JobResult,
+                responses=problem_responses(404, 409, 422))
     def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
         record = request.app.state.jobs.get(job_id, caller)
@@ -76,6 +97,6 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         result = request.app.state.stores.jobs.get_result(job_id)
         if result is None:
             raise ProblemError(404, f"the result of job {job_id} has expired")
-        return result
+        return {**result, "id": job_id}
 
     return router

@@ -9,8 +9,9 @@ from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
+from service.jobs import iso_time
 from service.json_body import json_body_openapi, parse_model, read_json_payload
-from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
+from service.problems import ProblemError, field_error, problem_responses
 from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
@@ -27,15 +28,16 @@ def _as_list(values):
     return [_as_list(v) for v in values]
 
 
-@router.get("/{model_id}", response_model=ModelResource, responses=PROBLEM_RESPONSES)
+@router.get("/{model_id}", response_model=ModelResource, responses=problem_responses(404, 422))
 def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     info = request.app.state.stores.models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
-    return info
+    return {**info, "created_at": iso_time(info.get("created_at"))}
 
 
-@router.get("/{model_id}/export", response_model=ModelExport, responses=PROBLEM_RESPONSES)
+@router.get("/{model_id}/export", response_model=ModelExport,
+            responses=problem_responses(404, 422))
 def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
     loaded = request.app.state.stores.models.load(model_id, caller)
@@ -46,8 +48,10 @@ def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str,
             "npz_base64": base64.b64encode(payload).decode()}
 
 
-@router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES,
-             openapi_extra=json_body_openapi(PredictRequest))
+@router.post("/{model_id}/predict", response_model=PredictResponse,
+             responses=problem_responses(404, 413, 415, 422),
+             openapi_extra=json_body_openapi(PredictRequest, {"points": {
+                 "summary": "Two new points", "value": {"X": [[0.1, 0.1], [5.0, 5.0]]}}}))
 async def predict(model_id: ModelIdPath, request: Request,
                   caller: Annotated[str, Depends(owner)]):
     """Labels (and decision values where the model has them) for new points, synchronously: at
