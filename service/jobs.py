@@ -247,8 +247,8 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
         if moved:
             enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
-            metrics.record(redis, "mmc_jobs_lost_total", algorithm=record.get("algorithm", "unknown"),
-                           action="requeued")
+            metrics.record(redis, "mmc_jobs_lost_total",
+                           algorithm=record.get("algorithm", "unknown"), action="requeued")
             return "queued"
         return None
     moved = stores.jobs.transition(
