@@ -155,6 +155,13 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return responses
 
 
+def links(parameter: str, source: str, *operation_ids: str) -> dict[str, Any]:
+    """OpenAPI links: ``source`` (e.g. ``$response.body#/id``) fills ``parameter`` of each
+    operation, so clients and stateful testers can follow a created resource."""
+    return {operation_id: {"operationId": operation_id, "parameters": {parameter: source}}
+            for operation_id in operation_ids}
+
+
 def header(description: str, type_: str = "string") -> dict[str, Any]:
     return {"description": description, "schema": {"type": type_}}
 

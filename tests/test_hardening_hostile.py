@@ -287,3 +287,11 @@ def test_described_limits_are_those_of_the_default_parameters(deployment):
         assert job.status_code == 202, job.text
         assert job.json()["queue"] == algorithm["queue"], name
         httpx.delete(f"{deployment.url}/v1/jobs/{job.json()['id']}", timeout=30)
+
+
+@pytest.mark.parametrize("offset", ["5490233989231703194895122432", "-1", "2147483648"])
+def test_a_page_offset_beyond_the_store_is_422(deployment, offset):
+    # Found by schemathesis' stateful phase: Redis refused the index and the API answered 503.
+    response = httpx.get(f"{deployment.url}/v1/jobs", params={"offset": offset}, timeout=30)
+    assert_problem(response, 422)
+    assert response.json()["errors"][0]["field"] == "query.offset"

@@ -9,7 +9,7 @@ from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.jobs import iso_time
 from service.json_body import parse_matrix
-from service.problems import ProblemError, field_error, header, problem_responses
+from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
@@ -67,14 +67,15 @@ def _kind_of(name_or_type: str) -> str | None:
 
 
 _LOCATION = {"Location": header("Path of the dataset, /v1/datasets/{id}.")}
+_LINKS = links("dataset_id", "$response.body#/id", "get_dataset_v1_datasets__dataset_id__get")
 
 
 @router.post("", status_code=201, response_model=DatasetResource, openapi_extra=_UPLOAD_BODY,
              responses={
-                 201: {"description": "Stored.", "headers": _LOCATION},
+                 201: {"description": "Stored.", "headers": _LOCATION, "links": _LINKS},
                  200: {"description": "Already stored by this tenant (same content): its "
                                       "lifetime is renewed.", "model": DatasetResource,
-                       "headers": _LOCATION},
+                       "headers": _LOCATION, "links": _LINKS},
                  **problem_responses(413, 415, 422)})
 async def upload_dataset(request: Request, response: Response,
                          caller: Annotated[str, Depends(owner)]):

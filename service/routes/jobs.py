@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
 from service.json_body import json_body_openapi, parse_model, read_json_payload
-from service.problems import ProblemError, header, problem_responses
+from service.problems import ProblemError, header, links, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
 
 JOB_EXAMPLES = {
@@ -33,7 +33,12 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     @router.post("", status_code=202, response_model=JobResource,
                  openapi_extra=json_body_openapi(job_request, JOB_EXAMPLES),
                  responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
-                                                 "job it created).", "headers": {
+                                                 "job it created).",
+                                  "links": links("job_id", "$response.body#/id",
+                                                 "get_job_v1_jobs__job_id__get",
+                                                 "cancel_job_v1_jobs__job_id__delete",
+                                                 "get_result_v1_jobs__job_id__result_get"),
+                                  "headers": {
                      "Location": header("Path of the job, /v1/jobs/{id}."),
                      "Idempotent-Replayed": header("'true' when an earlier request with this "
                                                    "Idempotency-Key created the job.")}},
@@ -64,7 +69,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     def list_jobs(
         request: Request,
         caller: Annotated[str, Depends(owner)],
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
     ):
         """The caller's jobs, newest first."""
@@ -84,8 +89,12 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         """Cancel a queued or running job; a finished job is a 409."""
         return render_job(request.app.state.jobs.cancel(job_id, caller))
 
-    @router.get("/{job_id}/result", response_model=JobResult,
-                responses=problem_responses(404, 409, 422))
+    @router.get("/{job_id}/result", response_model=JobResult, responses={
+        200: {"description": "The result.", "links": links(
+            "model_id", "$response.body#/model_id", "get_model_v1_models__model_id__get",
+            "export_model_v1_models__model_id__export_get",
+            "predict_v1_models__model_id__predict_post")},
+        **problem_responses(404, 409, 422)})
     def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
         record = request.app.state.jobs.get(job_id, caller)
