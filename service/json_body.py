@@ -277,6 +277,13 @@ async def read_json_payload(request: Request) -> bytearray:
     media = content_type.split(";")[0].strip()
     if media and media != "application/json" and not media.endswith("+json"):
         raise ProblemError(415, f"send the request as application/json, not {media}")
+    return await read_payload(request)
+
+
+async def read_payload(request: Request) -> bytearray:
+    """The body as a bytearray (the parser empties it once decoded). Grown chunk by chunk: glibc
+    grows large blocks in place (mremap), 16 ms at worst per step for 62 MiB, whereas
+    ``bytearray(content_length)`` zero-fills the whole buffer on the event loop (145 ms)."""
     payload = bytearray()
     async for chunk in request.stream():
         payload += chunk

@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.jobs import iso_time
-from service.json_body import parse_matrix
+from service.json_body import parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
@@ -91,9 +91,7 @@ async def upload_dataset(request: Request, response: Response,
         payload = await upload.read()
     else:
         kind = _kind_of(content_type)
-        payload = bytearray()  # emptied by the JSON parser once decoded (service.json_body)
-        async for chunk in request.stream():
-            payload += chunk
+        payload = await read_payload(request)  # emptied by the JSON parser once decoded
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
