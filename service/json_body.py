@@ -4,9 +4,10 @@ number.
 ``json.loads`` (or pydantic's parser) of a 62 MiB job body holds the GIL for seconds in one C call
 and builds ~3 million Python floats (842 MiB RSS). Here the document is walked in Python and every
 matrix (``data.X`` of a job, ``X`` of a predict request) is decoded a row at a time with the
-standard library's ``raw_decode``, converted to float64 blocks of rows as it goes: each C call is
-short, so a worker thread running this yields the GIL to the event loop many times a second, and
-the peak memory is the body text plus the float64 matrix plus one block of rows.
+standard library's ``raw_decode``, converted to float64 blocks of rows as it goes, and the body is
+decoded to text a 1 MiB window at a time: each C call is short, so a worker thread running this
+yields the GIL to the event loop many times a second, and the peak memory is the body bytes plus
+the float64 matrix (twice while its blocks are joined) plus one window and one block of rows.
 
 Anything the fast path does not expect (a non-numeric value, ragged rows, NaN) is a 422 naming the
 exact field, as pydantic would name it. The rest of the document is small and validated by the
@@ -15,6 +16,7 @@ pydantic model as usual; the matrix is attached to the validated model afterward
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from typing import Any
@@ -31,25 +33,100 @@ _ROWS_PER_BLOCK = 2048  # ~1 ms of raw_decode per block boundary check; bounds t
 _NOT_FINITE = "must be a finite number (not NaN or infinity; 1e400 and beyond read as infinity)"
 
 
-def _skip(text: str, i: int) -> int:
-    return _WHITESPACE.match(text, i).end()
+class _Source:
+    """The body decoded a window at a time, never as one string: decoding 62 MiB at once holds
+    the GIL for 60-200 ms, a stall of the event loop. Indexes are absolute character offsets;
+    the window holds the characters from ``base`` on, and sliding it drops what lies behind."""
+
+    WINDOW = 1 << 20
+
+    def __init__(self, payload: bytes | bytearray):
+        self.payload = payload
+        self.view = memoryview(payload)
+        self.read = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.window = ""
+        self.base = 0
+        self.final = False
+        self.last = (0, 0)  # window span of the latest decoded value
+        self._slide(0, self.WINDOW)
+
+    def _slide(self, i: int, ahead: int) -> None:
+        """Make the window start at ``i`` and hold ``ahead`` characters (or all that is left)."""
+        pieces = [self.window[i - self.base:]]
+        size = len(pieces[0])
+        while size < ahead and not self.final:
+            chunk = self.view[self.read:self.read + max(self.WINDOW, ahead - size)]
+            self.read += len(chunk)
+            self.final = self.read >= len(self.payload)
+            try:
+                piece = self.decoder.decode(chunk, self.final)
+            except UnicodeDecodeError as exc:
+                raise field_error(422, "body", f"is not UTF-8 text ({exc})",
+                                  "json_invalid") from None
+            pieces.append(piece)
+            size += len(piece)
+        self.window = "".join(pieces)
+        self.base = i
+
+    def local(self, i: int, ahead: int = 64) -> int:
+        """``i`` in the window, with at least ``ahead`` characters after it unless at the end."""
+        if not self.final and i - self.base + ahead > len(self.window):
+            self._slide(i, max(self.WINDOW, 2 * ahead))
+        return i - self.base
+
+    def at_end(self, i: int) -> bool:
+        return self.final and i - self.base >= len(self.window)
+
+    def startswith(self, prefix: str, i: int) -> bool:
+        return self.window.startswith(prefix, self.local(i))
+
+    def skip(self, i: int) -> int:
+        """The first non-whitespace index from ``i``."""
+        while True:
+            j = self.local(i)
+            end = _WHITESPACE.match(self.window, j).end()
+            i = self.base + end
+            if end < len(self.window) or self.final:
+                return i
+
+    def decode(self, i: int) -> tuple[Any, int]:
+        """The JSON value at ``i`` and the index after it. A value that reaches the end of the
+        window may be cut short (a number, a long string): it is decoded again with more."""
+        ahead = 4096
+        while True:
+            j = self.local(i, ahead)
+            try:
+                value, end = _DECODER.raw_decode(self.window, j)
+            except json.JSONDecodeError as exc:
+                # Only an error at the window's end (or an open string) can be a cut value.
+                cut = exc.pos >= len(self.window) - 16 or exc.msg.startswith("Unterminated")
+                if self.final or not cut:
+                    raise _syntax_error(self.base + exc.pos, exc.msg) from None
+            except RecursionError:
+                raise field_error(422, "body", "JSON nested too deeply; send the documented "
+                                               "shape", "json_invalid") from None
+            else:
+                if end < len(self.window) or self.final:
+                    self.last = (j, end)
+                    return value, self.base + end
+            ahead = 2 * max(ahead, len(self.window) - j)
+
+    def last_has(self, *characters: str) -> bool:
+        """Whether the latest decoded value's text holds any of ``characters``."""
+        j, end = self.last
+        return any(self.window.find(c, j, end) >= 0 for c in characters)
+
+    def close(self) -> None:
+        """Free the body: the decoded matrices are all that is needed from here on."""
+        self.view.release()
+        self.window = ""
+        if isinstance(self.payload, bytearray):
+            self.payload.clear()
 
 
-def _syntax_error(text: str, i: int, what: str) -> ProblemError:
-    line = text.count("\n", 0, i) + 1
-    column = i - text.rfind("\n", 0, i)
-    return field_error(422, "body", f"invalid JSON at line {line} column {column}: {what}",
-                       "json_invalid")
-
-
-def _decode(text: str, i: int) -> tuple[Any, int]:
-    try:
-        return _DECODER.raw_decode(text, i)
-    except json.JSONDecodeError as exc:
-        raise _syntax_error(text, exc.pos, exc.msg) from None
-    except RecursionError:
-        raise field_error(422, "body", "JSON nested too deeply; send the documented shape",
-                          "json_invalid") from None
+def _syntax_error(i: int, what: str) -> ProblemError:
+    return field_error(422, "body", f"invalid JSON at character {i}: {what}", "json_invalid")
 
 
 def _row_problem(row: Any, field: str, width: int | None) -> ProblemError | None:
@@ -106,10 +183,10 @@ class _Blocks(list):
         return matrix
 
 
-def _matrix(text: str, i: int, field: str) -> tuple[_Blocks | list, int]:
-    """Decode the array of rows starting at ``text[i] == '['``; returns it and the end index."""
-    i = _skip(text, i + 1)
-    if text.startswith("]", i):
+def _matrix(src: _Source, i: int, field: str) -> tuple[_Blocks | list, int]:
+    """Decode the array of rows starting at ``i`` (a ``[``); returns it and the end index."""
+    i = src.skip(i + 1)
+    if src.startswith("]", i):
         return [], i + 1  # empty: the model's own check says what to send
     blocks = _Blocks()
     rows: list[Any] = []
@@ -117,23 +194,22 @@ def _matrix(text: str, i: int, field: str) -> tuple[_Blocks | list, int]:
     n = 0
     literals = False  # true/false: numpy would take them for 1.0/0.0 (no number has a t or f)
     while True:
-        start = i
-        row, i = _decode(text, i)
+        row, i = src.decode(i)
         rows.append(row)
-        literals = literals or text.find("t", start, i) >= 0 or text.find("f", start, i) >= 0
+        literals = literals or src.last_has("t", "f")
         if len(rows) == _ROWS_PER_BLOCK:
             blocks.append(_block(rows, n, field, width, literals))
             literals = False
             width = blocks[-1].shape[1]
             n += len(rows)
             rows = []
-        i = _skip(text, i)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("]", i):
+        i = src.skip(i)
+        if src.startswith(",", i):
+            i = src.skip(i + 1)
+        elif src.startswith("]", i):
             break
         else:
-            raise _syntax_error(text, i, "expected ',' or ']' between rows")
+            raise _syntax_error(i, "expected ',' or ']' between rows")
     if rows:
         blocks.append(_block(rows, n, field, width, literals))
     return blocks, i + 1
@@ -142,76 +218,67 @@ def _matrix(text: str, i: int, field: str) -> tuple[_Blocks | list, int]:
 _MAX_DEPTH = 64
 
 
-def _value(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+def _value(src: _Source, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
            found: dict[tuple[str, ...], _Blocks], depth: int = 0) -> tuple[Any, int]:
     """Decode the value at ``text[i]`` in small pieces (every array element and object member
     on its own), so no single C call runs long whatever the client sends."""
     if depth > _MAX_DEPTH:
         raise field_error(422, "body", f"JSON nested deeper than {_MAX_DEPTH} levels; send the "
                                        "documented shape", "json_invalid")
-    if text.startswith("{", i):
-        return _object(text, i, path, matrices, found, depth)
-    if text.startswith("[", i):
+    if src.startswith("{", i):
+        return _object(src, i, path, matrices, found, depth)
+    if src.startswith("[", i):
         if path in matrices:
-            value, end = _matrix(text, i, ".".join(("body", *path)))
+            value, end = _matrix(src, i, ".".join(("body", *path)))
             if isinstance(value, _Blocks):
                 found[path] = value
                 return [], end  # stands in for the matrix while the model validates the rest
             found.pop(path, None)
             return value, end
-        return _array(text, i, path, matrices, found, depth)
-    return _decode(text, i)
+        return _array(src, i, path, matrices, found, depth)
+    return src.decode(i)
 
 
-def _array(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+def _array(src: _Source, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
            found: dict[tuple[str, ...], _Blocks], depth: int) -> tuple[list[Any], int]:
     items: list[Any] = []
-    i = _skip(text, i + 1)
-    if text.startswith("]", i):
+    i = src.skip(i + 1)
+    if src.startswith("]", i):
         return items, i + 1
     while True:
-        item, i = _value(text, i, (*path, "*"), matrices, found, depth + 1)
+        item, i = _value(src, i, (*path, "*"), matrices, found, depth + 1)
         items.append(item)
-        i = _skip(text, i)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("]", i):
+        i = src.skip(i)
+        if src.startswith(",", i):
+            i = src.skip(i + 1)
+        elif src.startswith("]", i):
             return items, i + 1
         else:
-            raise _syntax_error(text, i, "expected ',' or ']' between array items")
+            raise _syntax_error(i, "expected ',' or ']' between array items")
 
 
-def _object(text: str, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
+def _object(src: _Source, i: int, path: tuple[str, ...], matrices: set[tuple[str, ...]],
             found: dict[tuple[str, ...], _Blocks], depth: int) -> tuple[dict[str, Any], int]:
     document: dict[str, Any] = {}
-    i = _skip(text, i + 1)
-    if text.startswith("}", i):
+    i = src.skip(i + 1)
+    if src.startswith("}", i):
         return document, i + 1
     while True:
-        if not text.startswith('"', i):
-            raise _syntax_error(text, i, "expected a property name in double quotes")
-        key, i = _decode(text, i)
-        i = _skip(text, i)
-        if not text.startswith(":", i):
-            raise _syntax_error(text, i, "expected ':' after a property name")
-        i = _skip(text, i + 1)
-        document[key], i = _value(text, i, (*path, key), matrices, found, depth + 1)
-        i = _skip(text, i)
-        if text.startswith(",", i):
-            i = _skip(text, i + 1)
-        elif text.startswith("}", i):
+        if not src.startswith('"', i):
+            raise _syntax_error(i, "expected a property name in double quotes")
+        key, i = src.decode(i)
+        i = src.skip(i)
+        if not src.startswith(":", i):
+            raise _syntax_error(i, "expected ':' after a property name")
+        i = src.skip(i + 1)
+        document[key], i = _value(src, i, (*path, key), matrices, found, depth + 1)
+        i = src.skip(i)
+        if src.startswith(",", i):
+            i = src.skip(i + 1)
+        elif src.startswith("}", i):
             return document, i + 1
         else:
-            raise _syntax_error(text, i, "expected ',' or '}' between properties")
-
-
-def _text_of(payload: bytes | bytearray) -> str:
-    """The body as text; a bytearray (read_json_payload's) is emptied at once, so the body is
-    not held twice while it is parsed."""
-    text = payload.decode("utf-8")
-    if isinstance(payload, bytearray):
-        payload.clear()
-    return text
+            raise _syntax_error(i, "expected ',' or '}' between properties")
 
 
 def parse_model(payload: bytes | bytearray, model: type[BaseModel],
@@ -219,20 +286,17 @@ def parse_model(payload: bytes | bytearray, model: type[BaseModel],
     """Validate a JSON body as ``model``, decoding the matrix fields at ``matrices`` (paths of
     keys, e.g. ``("data", "X")``) straight to float64 arrays that replace the lists on the
     validated model. Blocking and CPU-bound: call it in a worker thread."""
-    try:
-        text = _text_of(payload)
-    except UnicodeDecodeError as exc:
-        raise field_error(422, "body", f"is not UTF-8 text ({exc})", "json_invalid") from None
-    i = _skip(text, 0)
-    if i == len(text):
+    src = _Source(payload)
+    i = src.skip(0)
+    if src.at_end(i):
         raise field_error(422, "body", "is empty: send a JSON object", "missing")
-    if not text.startswith("{", i):
+    if not src.startswith("{", i):
         raise field_error(422, "body", f"must be a JSON object ({model.__name__})", "dict_type")
     found: dict[tuple[str, ...], _Blocks] = {}
-    document, i = _object(text, i, (), set(matrices), found, 0)
-    if _skip(text, i) != len(text):
-        raise _syntax_error(text, _skip(text, i), "extra data after the JSON document")
-    del text
+    document, i = _object(src, i, (), set(matrices), found, 0)
+    if not src.at_end(src.skip(i)):
+        raise _syntax_error(src.skip(i), "extra data after the JSON document")
+    src.close()
     arrays = {path: blocks.join() for path, blocks in found.items()}
     try:
         validated = model.model_validate(document)
@@ -259,14 +323,11 @@ def parse_matrix(payload: bytes | bytearray, model: type[BaseModel]) -> np.ndarr
     start = payload[:64].lstrip()[:1]
     if start != b"[":
         return parse_model(payload, model, (("X",),)).X
-    try:
-        text = _text_of(payload)
-    except UnicodeDecodeError as exc:
-        raise field_error(422, "body", f"is not UTF-8 text ({exc})", "json_invalid") from None
-    matrix, i = _matrix(text, _skip(text, 0), "body")
-    if _skip(text, i) != len(text):
-        raise _syntax_error(text, _skip(text, i), "extra data after the JSON document")
-    del text
+    src = _Source(payload)
+    matrix, i = _matrix(src, src.skip(0), "body")
+    if not src.at_end(src.skip(i)):
+        raise _syntax_error(src.skip(i), "extra data after the JSON document")
+    src.close()
     return matrix.join() if isinstance(matrix, _Blocks) else matrix
 
 
