@@ -168,15 +168,6 @@ end
 return 0
 """
 
-# Admission under the per-tenant cap: add the job to the tenant's active set if there is room.
-_ADMIT = """
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
-
-
 # Admission, idempotency and the job record in one step. An Idempotency-Key is never claimed
 # without its job record existing, so a concurrent request with the same key either runs this
 # first (and creates the job) or finds the record it replays; there is no window in which a key
@@ -219,22 +210,11 @@ class JobStore:
         self.redis = redis
         self.ttl = ttl_seconds
         self._transition = redis.register_script(_TRANSITION)
-        self._admit = redis.register_script(_ADMIT)
         self._create = redis.register_script(_CREATE)
 
     @staticmethod
     def _encode(fields: dict[str, Any]) -> dict[str, str]:
         return {key: json.dumps(value) for key, value in fields.items()}
-
-    def create(self, record: dict[str, Any], job_input: dict[str, Any]) -> None:
-        job_id, owner = record["id"], record["owner"]
-        with self.redis.pipeline() as pipe:
-            pipe.hset(Keys.job(job_id), mapping=self._encode(record))
-            pipe.expire(Keys.job(job_id), self.ttl)
-            pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
-            pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
-            pipe.expire(Keys.owner_jobs(owner), self.ttl)
-            pipe.execute()
 
     def create_admitted(self, record: dict[str, Any], job_input: dict[str, Any], cap: int,
                         claim: tuple[str, dict[str, str], int] | None = None
@@ -286,15 +266,6 @@ class JobStore:
             keys=[Keys.job(job_id), Keys.active_prefix()], args=args))
 
     # -- per-tenant cap on queued + running jobs --------------------------------------------------
-    def admit(self, owner: str, job_id: str, cap: int) -> bool:
-        """Count ``job_id`` as active for ``owner`` unless ``cap`` jobs already are; a full set is
-        first pruned of jobs that ended or expired without leaving it."""
-        key = Keys.active(owner)
-        if self._admit(keys=[key], args=[job_id, cap, self.ttl]):
-            return True
-        self._prune_active(owner)
-        return bool(self._admit(keys=[key], args=[job_id, cap, self.ttl]))
-
     def _prune_active(self, owner: str) -> None:
         """Drop jobs that ended or expired without leaving the tenant's active set."""
         key = Keys.active(owner)
