@@ -7,12 +7,12 @@ RUN apt-get update \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY algorithms ./algorithms
 COPY service ./service
 COPY worker ./worker
 COPY mmc_client ./mmc_client
-RUN pip install --upgrade pip && pip install .
+RUN pip install --upgrade pip && pip install -c constraints.txt .
 
 # Runtime stage: the virtualenv only, no build tools, a non-root user.
 FROM python:3.11-slim

@@ -43,8 +43,11 @@ NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters 
 KernelParam = Annotated[
     Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
 ]
+# A width must be a positive finite number: 1e400 parses as inf and NaN is valid JSON to Python,
+# and either would only fail later in a worker (and echo back as invalid JSON).
+PositiveFloat = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
 GammaParam = Annotated[
-    float | Literal["auto", "seed", "scale"],
+    PositiveFloat | Literal["auto", "seed", "scale"],
     Field(
         description=(
             "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
@@ -62,7 +65,8 @@ RandomStateParam = Annotated[
 class AlgorithmParams(BaseModel):
     """Base of every algorithm's parameter model: unknown parameters are an error."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every float parameter is finite: no inf or NaN reaches a worker or a stored record.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def estimator_kwargs(self) -> dict[str, Any]:
         return self.model_dump()

@@ -899,6 +899,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the seed's own rule."""
         return labels_from_scores(self._scores(X))
 
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one evaluation of the scores."""
+        F = self._scores(X)
+        return labels_from_scores(F), (np.hstack([-F / 2, F / 2]) if F.shape[1] == 1 else F)
+
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):
         state: dict[str, Any] = {

@@ -161,6 +161,7 @@ from algorithms.base import (
     AlgorithmParams,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
+    PositiveFloat,
     ProgressCallback,
     RandomStateParam,
     SDPSolverError,
@@ -581,7 +582,7 @@ class GMMCParams(AlgorithmParams):
 
     n_clusters: Literal[2] = Field(2, description="GMMC is a two-class method (seed section 3).")
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
-    gamma: float | Literal["auto"] = Field(
+    gamma: PositiveFloat | Literal["auto"] = Field(
         "auto",
         description=(
             "RBF width exp(-gamma ||x-x'||^2); 'auto': sigma = width_fraction x range of pairwise "
@@ -840,9 +841,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by an SVM trained on the found labels with the learned kernel."""
-        decision = self.decision_function(X)  # checks fitted first: NotFittedError, not Attribute
+        return self.predict_with_decision(X)[0]
+
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        decision = self.decision_function(X)  # checks fitted first: NotFittedError
         classes = self.classifier_[0].classes
-        return np.where(decision > 0, classes[1], classes[0]).astype(np.int64)
+        return np.where(decision > 0, classes[1], classes[0]).astype(np.int64), decision
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

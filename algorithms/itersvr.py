@@ -745,8 +745,18 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by the tree of SVMs trained on the final labels."""
-        scores = _path_margins(self._node_values(X), self.tree_, self.n_clusters)
-        return np.argmax(scores, axis=1).astype(np.int64)
+        return self.predict_with_decision(X)[0]
+
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one evaluation of the tree's SVMs."""
+        values = self._node_values(X)
+        scores = _path_margins(values, self.tree_, self.n_clusters)
+        labels = np.argmax(scores, axis=1).astype(np.int64)
+        if self.n_clusters == 2:
+            root = self.tree_[0]
+            return labels, (values[:, 0] if self.tree_[root["right"]]["label"] == 1
+                            else -values[:, 0])
+        return labels, scores
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

@@ -51,6 +51,8 @@ class AlgorithmSpec:
     accepts_sparse: bool = False
     queue_rule: Callable[[AlgorithmParams], QueueName] | None = None
     max_n_rule: Callable[[AlgorithmParams], int] | None = None
+    # How queue and max_n follow from the parameters, in words (for GET /v1/algorithms).
+    limits_rule: str = ""
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def queue_for(self, params: AlgorithmParams) -> QueueName:
@@ -77,8 +79,10 @@ class AlgorithmSpec:
             "estimator": self.estimator.__name__,
             "input_kind": self.input_kind,
             "labels": self.labels,
-            "queue": self.queue,
-            "max_n": self.max_n,
+            # The limits of the default parameters, as a job without params gets them.
+            "queue": self.queue_for(self.params_model()),
+            "max_n": self.max_n_for(self.params_model()),
+            "limits_rule": self.limits_rule or "queue and max_n do not depend on the parameters",
             "timeout_seconds": self.timeout_seconds,
             "accepts_sparse": self.accepts_sparse,
             "params_schema": copy.deepcopy(_params_schema(self.params_model)),
@@ -127,6 +131,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             200_000 if params.kernel == "linear"
             else min(200_000, 60_000_000 // params.n_components)
         ),
+        limits_rule="max_n = 200,000 for kernel='linear'; min(200,000, 60,000,000 // "
+                    "n_components) for kernel='rbf'",
         notes={"large_n": "kernel='rbf' allows n x n_components <= 6e7"},
     ),
     AlgorithmSpec(
@@ -144,6 +150,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=900,
         # The seed's complete labeling tests O(N^2) segments.
         max_n_rule=lambda params: 3_000 if params.labeling == "complete" else 50_000,
+        limits_rule="max_n = 3,000 for labeling='complete', else 50,000",
         notes={"large_n": "labeling='support_vectors' or 'knn' allows up to 50,000 points"},
     ),
     AlgorithmSpec(
@@ -162,6 +169,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # Dense n x n matrices (4,000 points: 42 s, benchmarks/gmmc.py); kernel learning keeps
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 4_000,
+        limits_rule="max_n = 1,500 with kernel_learning, else 4,000",
     ),
     AlgorithmSpec(
         name="sdp_mmc",
@@ -179,6 +187,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         retry_safe=True,
         # O(n^2) SDP variables, cvxpy/SCS: limits measured in benchmarks/sdp_mmc.py.
         max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters),
+        limits_rule=f"max_n = {sdp_mmc_max_n(2)} for n_clusters=2, {sdp_mmc_max_n(3)} for more",
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(
@@ -200,6 +209,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # matrices and 3 p2^2 pair constraints (5.27): about 3 s of CPU at 80 positions.
         queue_rule=lambda params: "slow" if params.method == "exact" else "fast",
         max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
+        limits_rule="method='exact': queue slow, max_n 200 positions; otherwise queue fast, "
+                    "max_n 200,000 positions",
         notes={"max_n": "total positions over all sequences"},
     ),
     AlgorithmSpec(
@@ -219,6 +230,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # The SDPs have an (n+1) x (n+1) matrix variable; ramp is a few libsvm fits.
         queue_rule=lambda params: "fast" if params.method == "ramp" else "slow",
         max_n_rule=lambda params: recommended_max_n(params.method),
+        limits_rule=f"method='ramp': queue fast, max_n {recommended_max_n('ramp'):,}; 'reh' and "
+                    f"'rod' (SDPs): queue slow, max_n {recommended_max_n('reh')}",
     ),
 )
 

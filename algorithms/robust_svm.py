@@ -663,8 +663,12 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         return self.classifier_.decision_function(X)
 
     def predict(self, X) -> np.ndarray:
-        decision = self.decision_function(X)  # checks fitted first: NotFittedError, not Attribute
-        return self.classes_[(decision > 0).astype(np.int64)]
+        return self.predict_with_decision(X)[0]
+
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        decision = self.decision_function(X)  # checks fitted first: NotFittedError
+        return self.classes_[(decision > 0).astype(np.int64)], decision
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

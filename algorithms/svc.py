@@ -55,6 +55,7 @@ from algorithms.base import (
     AlgorithmParams,
     MMCEstimatorMixin,
     NClusters,
+    PositiveFloat,
     ProgressCallback,
     as_float_matrix,
     check_clustering_input,
@@ -485,7 +486,7 @@ class SupportVectorClusteringParams(AlgorithmParams):
             "used: the number of clusters is that of the contours."
         ),
     )
-    gamma: float | Literal["auto", "scale"] = Field(
+    gamma: PositiveFloat | Literal["auto", "scale"] = Field(
         "auto",
         description=(
             "The seed's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "

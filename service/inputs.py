@@ -120,7 +120,11 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
 
 
 def parse_csv(text: str) -> np.ndarray:
-    rows = [row for row in csv.reader(io.StringIO(text)) if row and any(c.strip() for c in row)]
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text)) if row and any(c.strip() for c in row)]
+    except csv.Error as exc:  # e.g. a field over csv.field_size_limit() (131,072 characters)
+        raise field_error(422, "body", f"CSV could not be read ({exc}); send one number per "
+                                       "field, comma-separated") from None
     if rows:
         try:
             [float(c) for c in rows[0]]
@@ -133,11 +137,43 @@ def parse_csv(text: str) -> np.ndarray:
     return matrix_or_422(values, "body")
 
 
-def parse_npy(payload: bytes) -> np.ndarray:
+def _npy_header(stream: io.BytesIO) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from a ``.npy`` header, before any array memory is allocated."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f".npy format version {version} is not supported (send 1.0 or 2.0)")
+    return shape, dtype
+
+
+def parse_npy(payload: bytes, max_values: int | None = None) -> np.ndarray:
+    """A 2-D numeric ``.npy``; its header is checked against the payload and ``max_values`` first,
+    so a 200-byte file claiming shape (1e8, 1e6) is refused without allocating anything."""
+    if payload[:4] == b"PK\x03\x04":
+        raise field_error(422, "body", "send one .npy array, not an .npz archive")
+    stream = io.BytesIO(payload)
+    try:
+        shape, dtype = _npy_header(stream)
+    except (ValueError, OSError, EOFError) as exc:
+        raise field_error(422, "body", f"not a readable .npy array (no pickles): {exc}") from None
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise field_error(422, "body", f"the .npy array holds {dtype}; send numbers")
+    count = int(np.prod(shape, dtype=object))
+    if len(shape) != 2:
+        raise field_error(422, "body", f"the .npy array has shape {shape}; send a 2-D matrix")
+    if max_values is not None and count > max_values:
+        raise field_error(422, "body", f"the .npy shape {shape} holds {count} values, over "
+                                       f"MMC_MAX_POINTS_X_FEATURES={max_values}",
+                          "too_many_values")
+    if count * dtype.itemsize != len(payload) - stream.tell():
+        raise field_error(422, "body", f"the .npy header claims shape {shape} of {dtype} "
+                                       f"({count * dtype.itemsize} bytes) but "
+                                       f"{len(payload) - stream.tell()} bytes follow it")
     try:
         array = np.load(io.BytesIO(payload), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise field_error(422, "body", f"not a readable .npy array (no pickles): {exc}") from None
-    if isinstance(array, np.lib.npyio.NpzFile):
-        raise field_error(422, "body", "send one .npy array, not an .npz archive")
     return matrix_or_422(array, "body")

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from redis import Redis
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
@@ -16,6 +17,7 @@ from rq.job import Callback, Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
+from service import metrics
 from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
 from service.settings import Settings
@@ -24,14 +26,24 @@ from service.webhooks import schedule, tenant_secret, url_problem
 from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
-def _iso(timestamp: float | None) -> str | None:
+def iso_time(timestamp: float | None) -> str | None:
+    """Epoch seconds as the API writes every time: ISO 8601 UTC with a ``Z``."""
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
-def request_hash(payload: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+def request_hash(request: Any) -> str:
+    """Digest of a job request: its fields as canonical JSON and the matrix ``data.X`` (a float64
+    array from service.json_body) as bytes, so a large X is hashed without a JSON copy."""
+    fields = request.model_dump(mode="json", exclude={"data": {"X"}})
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+    X = request.data.X
+    if X is not None:
+        array = np.ascontiguousarray(X, dtype=np.float64)
+        digest.update(f"X{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 class JobService:
@@ -64,25 +76,15 @@ class JobService:
                 raise field_error(422, "body.callback_url", problem)
 
         job_id = new_id()
+        body_hash = None
         if idempotency_key is not None:
-            body_hash = request_hash(request.model_dump(mode="json"))
-            earlier = self.stores.idempotency.claim(owner, idempotency_key, body_hash, job_id)
-            if earlier is not None:
-                if earlier["body_hash"] != body_hash:
-                    raise ProblemError(409, "this Idempotency-Key was used with a different "
-                                            "request body; use a new key for a new job")
-                record = self.get(earlier["job_id"], owner)
-                return record, True
-
-        if not self.stores.jobs.admit(owner, job_id, self.settings.max_active_jobs_per_tenant):
-            if idempotency_key is not None:
-                self.stores.idempotency.release(owner, idempotency_key)
-            raise ProblemError(
-                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
-                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
-                headers={"Retry-After": str(self.settings.retry_after_seconds)})
+            body_hash = request_hash(request)
+            earlier = self.stores.idempotency.earlier(owner, idempotency_key)
+            if earlier is not None:  # the common replay: no dataset write, no new record
+                return self._replay(earlier, body_hash, owner), True
         dataset_id = prepared.dataset_id
         if prepared.X is not None and dataset_id is None:
+            # Content-addressed: storing it before the claim is harmless if this is a replay.
             dataset_id = self.stores.datasets.put(prepared.X, owner=owner,
                                                   describe=False)[0]["id"]
         queue = spec.queue_for(params)
@@ -96,20 +98,37 @@ class JobService:
             "attempt": 1, "rq_job_id": job_id, "callback_url": callback_url,
         }
         job_input = {"dataset_id": dataset_id, "y": prepared.y, "sequences": prepared.sequences}
+        claim = None
+        if idempotency_key is not None:
+            claim = self.stores.idempotency.claim_for(owner, idempotency_key, body_hash, job_id)
         try:
-            # One MULTI/EXEC: a record is never seen without its queue entry, nor the reverse.
-            with self.redis.pipeline() as pipe:
-                pipe.multi()  # explicit, as RQ expects of a caller's pipeline
-                self.stores.jobs.create(record, job_input, pipeline=pipe)
-                enqueue(self.redis, self.settings, record, pipeline=pipe)
-                pipe.execute()
-        except Exception:
-            self.stores.jobs.release(owner, job_id)
-            self.stores.jobs.delete(job_id, owner)
-            if idempotency_key is not None:
-                self.stores.idempotency.release(owner, idempotency_key)
+            outcome, earlier = self.stores.jobs.create_admitted(
+                record, job_input, self.settings.max_active_jobs_per_tenant, claim)
+            if outcome == "created":
+                enqueue(self.redis, self.settings, record)
+        except BaseException:
+            # Best effort (Redis may be the reason): leave no record, active slot or key behind.
+            with contextlib.suppress(Exception):
+                self.stores.jobs.release(owner, job_id)
+                self.stores.jobs.delete(job_id, owner)
+                if idempotency_key is not None:
+                    self.stores.idempotency.release(owner, idempotency_key, job_id)
             raise
+        if outcome == "replay":  # a concurrent request with this key won the race
+            return self._replay(earlier, body_hash, owner), True
+        if outcome == "full":
+            raise ProblemError(
+                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
+                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
+                headers={"Retry-After": str(self.settings.retry_after_seconds)})
         return record, False
+
+    def _replay(self, earlier: dict[str, str], body_hash: str | None, owner: str
+                ) -> dict[str, Any]:
+        if earlier["body_hash"] != body_hash:
+            raise ProblemError(409, "this Idempotency-Key was used with a different request "
+                                    "body; use a new key for a new job")
+        return self.get(earlier["job_id"], owner)
 
     # -- read -------------------------------------------------------------------------------------
     def get(self, job_id: str, owner: str) -> dict[str, Any]:
@@ -180,6 +199,7 @@ class JobService:
                 send_stop_job_command(self.redis, rq_id, serializer=SERIALIZER)
         else:
             return self.get(job_id, owner)
+        metrics.job_finished(self.redis, record["algorithm"], "canceled")
         final = self.get(job_id, owner)
         schedule(self.redis, self.settings, final)
         return final
@@ -227,6 +247,8 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
         if moved:
             enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
+            metrics.record(redis, "mmc_jobs_lost_total",
+                           algorithm=record.get("algorithm", "unknown"), action="requeued")
             return "queued"
         return None
     moved = stores.jobs.transition(
@@ -234,6 +256,9 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
         error={"type": error_type, "message": reason})
     if not moved:
         return None
+    algorithm = record.get("algorithm", "unknown")
+    metrics.record(redis, "mmc_jobs_lost_total", algorithm=algorithm, action="failed")
+    metrics.job_finished(redis, algorithm, "failed")
     schedule(redis, settings, stores.jobs.get(job_id))
     return "failed"
 
@@ -254,11 +279,12 @@ def render_job(record: dict[str, Any]) -> dict[str, Any]:
         "queue": record["queue"],
         "n_samples": record["n_samples"],
         "n_features": record.get("n_features"),
-        "progress": record.get("progress") or {},
+        "progress": {**(record.get("progress") or {}),
+                     "updated_at": iso_time((record.get("progress") or {}).get("updated_at"))},
         "timing": {
-            "queued_at": _iso(record.get("queued_at")),
-            "started_at": _iso(record.get("started_at")),
-            "finished_at": _iso(record.get("finished_at")),
+            "queued_at": iso_time(record.get("queued_at")),
+            "started_at": iso_time(record.get("started_at")),
+            "finished_at": iso_time(record.get("finished_at")),
             "fit_seconds": record.get("fit_seconds"),
             "load_seconds": timing.get("load_seconds"),
             "store_seconds": timing.get("store_seconds"),

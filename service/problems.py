@@ -9,8 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -65,11 +64,25 @@ def problem_response(request: Request, status: int, detail: str | None, *, title
                         media_type=PROBLEM_MEDIA_TYPE, headers=headers)
 
 
+# Messages for the id patterns of path parameters (service.schemas), clearer than the regex.
+ID_PATTERNS = {
+    r"^[0-9a-f]{32}$": "must be 32 hexadecimal characters: the id of a job or model this API "
+                       "returned",
+    r"^[0-9a-f]{64}$": "must be 64 hexadecimal characters: the id of a dataset this API returned",
+}
+
+
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     errors = []
     for item in exc.errors():
         loc = [str(part) for part in item.get("loc", ())]
-        errors.append({"field": ".".join(loc), "message": item.get("msg", "invalid"),
+        message = item.get("msg", "invalid")
+        if item.get("type") == "string_pattern_mismatch":
+            message = ID_PATTERNS.get(str((item.get("ctx") or {}).get("pattern")), message)
+        elif item.get("type") == "finite_number":
+            message = ("must be a finite number (not NaN or infinity; 1e400 and beyond read "
+                       "as infinity)")
+        errors.append({"field": ".".join(loc), "message": message,
                        "type": item.get("type", "value_error")})
     return errors
 
@@ -88,10 +101,11 @@ def install_problem_handlers(app: FastAPI) -> None:
             detail += f"; and {len(errors) - 5} more"
         return problem_response(request, 422, detail, errors=errors)
 
-    @app.exception_handler(RedisConnectionError)
-    @app.exception_handler(RedisTimeoutError)
+    # Every Redis error, not only a lost connection: OOM (maxmemory), READONLY (a failed-over
+    # replica), LOADING and BUSY are all "the store cannot take this now", so retry later.
+    @app.exception_handler(RedisError)
     async def _redis_down(request: Request, exc: Exception):
-        log.warning("Redis unavailable on %s: %s", request.url.path, exc)
+        log.warning("Redis unavailable on %s: %s: %s", request.url.path, type(exc).__name__, exc)
         retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
                                 headers={"Retry-After": retry_after})
@@ -107,7 +121,50 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(request, 500, "unexpected server error; this is a bug")
 
 
-PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {}}, "description": _TITLES[status]}
-    for status in (401, 404, 409, 413, 422, 429, 503)
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                 "schema": {"type": "integer"}}}
+_WHEN = {
+    401: "A valid API key is missing (only when MMC_API_KEYS is set).",
+    404: "The resource does not exist for this tenant, or has expired.",
+    409: "The resource is not in a state that allows this.",
+    413: "The body exceeds MMC_MAX_BODY_BYTES.",
+    415: "The body's content type is not one this route reads.",
+    422: "A parameter or the body is invalid; errors[] names each field.",
+    429: "The tenant has MMC_MAX_ACTIVE_JOBS_PER_TENANT queued or running jobs.",
+    503: "Redis is unavailable, or this API process is at its request or body limit.",
 }
+_HEADERS = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
+    429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the problem statuses a route can answer, plus 401 and 503, which
+    every ``/v1`` route can (authentication, Redis and the admission limits)."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in sorted({401, 503, *statuses}):
+        response: dict[str, Any] = {
+            "description": f"{_TITLES[status]}. {_WHEN[status]}",
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        if status in _HEADERS:
+            response["headers"] = _HEADERS[status]
+        responses[status] = response
+    return responses
+
+
+def links(parameter: str, source: str, *operation_ids: str) -> dict[str, Any]:
+    """OpenAPI links: ``source`` (e.g. ``$response.body#/id``) fills ``parameter`` of each
+    operation, so clients and stateful testers can follow a created resource."""
+    return {operation_id: {"operationId": operation_id, "parameters": {parameter: source}}
+            for operation_id in operation_ids}
+
+
+def header(description: str, type_: str = "string") -> dict[str, Any]:
+    return {"description": description, "schema": {"type": type_}}
+
+
+# Every status, for routes that have not listed theirs.
+PROBLEM_RESPONSES = problem_responses(404, 409, 413, 422, 429)

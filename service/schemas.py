@@ -5,18 +5,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from algorithms.registry import AlgorithmSpec
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
+DATASET_ID_PATTERN = r"^[0-9a-f]{64}$"
+RECORD_ID_PATTERN = r"^[0-9a-f]{32}$"  # jobs and models
 DatasetId = Annotated[
-    str, Field(pattern=r"^[0-9a-f]{64}$", description="Id from POST /v1/datasets.")
+    str, Field(pattern=DATASET_ID_PATTERN, description="Id from POST /v1/datasets.")
 ]
+
+# Path ids are checked before they touch Redis: "<job id>:input" would otherwise read another key.
+JobIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a job.")]
+ModelIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a model.")]
+DatasetIdPath = Annotated[str, Path(pattern=DATASET_ID_PATTERN, description="Id of a dataset.")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are errors and numbers are finite: 1e400 or NaN is a 422 here, not a job that
+    # fails in a worker.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _class_name(name: str) -> str:
@@ -41,7 +51,7 @@ def build_job_request_model(registry: Mapping[str, AlgorithmSpec]) -> type[BaseM
         algorithm = Annotated[Union[tuple(choices)], Field(discriminator="name")]  # noqa: UP007
     return create_model(
         "JobRequest",
-        __config__=ConfigDict(extra="forbid"),
+        __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
         __doc__="A clustering (or classification) job: the algorithm with its parameters and data.",
         algorithm=(algorithm, ...),
         data=(JobData, ...),
@@ -68,7 +78,7 @@ class Progress(BaseModel):
     step: int = 0
     objective: float | None = None
     message: str = ""
-    updated_at: float | None = None
+    updated_at: str | None = Field(None, description="ISO 8601 UTC time of the last report.")
 
 
 class Timing(BaseModel):
@@ -114,7 +124,9 @@ class JobPage(BaseModel):
 
 
 class JobResult(BaseModel):
-    job_id: str
+    id: str = Field(description="The job's id (every resource names its id 'id').")
+    job_id: str = Field(description="Deprecated: the same as id; kept for older clients.",
+                        json_schema_extra={"deprecated": True})
     algorithm: str
     labels: list[Any] = Field(description="Cluster per point (a list per sequence for m3n).")
     decision_values: list[Any] | None = None
@@ -129,7 +141,7 @@ class DatasetResource(BaseModel):
     n_samples: int
     n_features: int
     stored_bytes: int
-    created_at: float
+    created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
     expires_in_seconds: int
 
 
@@ -145,7 +157,7 @@ class ModelResource(BaseModel):
     input_kind: str
     n_features_in: int | None = None
     params: dict[str, Any]
-    created_at: float
+    created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
 
 
 class ModelExport(BaseModel):
@@ -172,8 +184,10 @@ class AlgorithmDescription(BaseModel):
     estimator: str
     input_kind: str
     labels: str
-    queue: str
-    max_n: int
+    queue: str = Field(description="Queue of a job with the default parameters.")
+    max_n: int = Field(description="Largest n_samples (positions for sequences) with the default "
+                                   "parameters.")
+    limits_rule: str = Field(description="How queue and max_n follow from the parameters.")
     timeout_seconds: int
     accepts_sparse: bool
     params_schema: dict[str, Any]

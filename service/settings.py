@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     )
     webhook_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one delivery.")
     max_body_bytes: int = Field(64 * 2**20, ge=1024, description="Largest request body accepted.")
+    max_body_bytes_in_flight: int = Field(
+        128 * 2**20, ge=1024, description="Request-body bytes one API process holds at once "
+                                          "(declared Content-Length); more is a 503.")
+    max_concurrent_requests: int = Field(
+        64, ge=1, description="Requests one API process serves at once (health probes and "
+                              "metrics exempt); more is a 503.")
     job_ttl_seconds: int = Field(
         7 * 86400, ge=60, description="Lifetime of job records and results."
     )
@@ -69,6 +75,8 @@ class Settings(BaseSettings):
     job_timeout_cap_seconds: int = Field(
         3600, ge=1, description="Upper bound on a job's run time (each algorithm has its own)."
     )
+    max_predict_rows: int = Field(
+        100_000, ge=1, description="Rows (sequence positions for m3n) of one predict request.")
     model_cache_size: int = Field(64, ge=0, description="Decoded models kept per API process.")
     page_size_max: int = Field(100, ge=1, description="Largest page of GET /v1/jobs.")
     plots: bool = Field(

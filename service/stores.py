@@ -99,7 +99,7 @@ class DatasetStore:
     def content_id(X: np.ndarray, owner: str = "") -> str:
         array = np.ascontiguousarray(X, dtype=np.float64)
         digest = hashlib.sha256(f"{owner}\0{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(memoryview(array).cast("B"))  # no copy of a large matrix
         return digest.hexdigest()
 
     def put(self, X: np.ndarray, *, owner: str = "", describe: bool = True
@@ -186,12 +186,36 @@ end
 return 0
 """
 
-# Admission under the per-tenant cap: add the job to the tenant's active set if there is room.
-_ADMIT = """
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('SADD', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
+# Admission, idempotency and the job record in one step. An Idempotency-Key is never claimed
+# without its job record existing, so a concurrent request with the same key either runs this
+# first (and creates the job) or finds the record it replays; there is no window in which a key
+# points at nothing. KEYS: job, job input, owner index, active set, idempotency key (or absent).
+# ARGV: ttl, job id, queued_at, cap, input JSON, idempotency value, idempotency ttl, then the
+# record's field/value pairs. Returns {1} created, {0, earlier claim} replay, {2} cap reached.
+_CREATE = """
+if #KEYS == 5 then
+  local earlier = redis.call('GET', KEYS[5])
+  if earlier then return {0, earlier} end
+end
+if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then return {2} end
+redis.call('SADD', KEYS[4], ARGV[2])
+redis.call('EXPIRE', KEYS[4], ARGV[1])
+for i = 8, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[5], 'EX', ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+redis.call('EXPIRE', KEYS[3], ARGV[1])
+if #KEYS == 5 then redis.call('SET', KEYS[5], ARGV[6], 'EX', ARGV[7]) end
+return {1}
+"""
+
+# Delete an idempotency key only if it still names this job (a later job may own it by now).
+_RELEASE_CLAIM = """
+local value = redis.call('GET', KEYS[1])
+if value and cjson.decode(value)['job_id'] == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 
@@ -204,23 +228,37 @@ class JobStore:
         self.redis = redis
         self.ttl = ttl_seconds
         self._transition = redis.register_script(_TRANSITION)
-        self._admit = redis.register_script(_ADMIT)
+        self._create = redis.register_script(_CREATE)
 
     @staticmethod
     def _encode(fields: dict[str, Any]) -> dict[str, str]:
         return {key: json.dumps(value) for key, value in fields.items()}
 
-    def create(self, record: dict[str, Any], job_input: dict[str, Any], pipeline=None) -> None:
-        """Store a new job; on the caller's ``pipeline`` (executed by the caller) when given."""
+    def create_admitted(self, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+                        claim: tuple[str, dict[str, str], int] | None = None
+                        ) -> tuple[str, dict[str, str] | None]:
+        """Create the job if ``record['owner']`` has fewer than ``cap`` active jobs and the
+        idempotency ``claim`` (key, value, ttl) is free, all at once. Returns ``("created",
+        None)``, ``("replay", earlier claim)`` or ``("full", None)``."""
         job_id, owner = record["id"], record["owner"]
-        pipe = pipeline if pipeline is not None else self.redis.pipeline()
-        pipe.hset(Keys.job(job_id), mapping=self._encode(record))
-        pipe.expire(Keys.job(job_id), self.ttl)
-        pipe.set(Keys.job_input(job_id), json.dumps(job_input), ex=self.ttl)
-        pipe.zadd(Keys.owner_jobs(owner), {job_id: record["queued_at"]})
-        pipe.expire(Keys.owner_jobs(owner), self.ttl)
-        if pipeline is None:
-            pipe.execute()
+        keys = [Keys.job(job_id), Keys.job_input(job_id), Keys.owner_jobs(owner),
+                Keys.active(owner)]
+        args: list[Any] = [self.ttl, job_id, record["queued_at"], cap, json.dumps(job_input),
+                           "", 0]
+        if claim is not None:
+            keys.append(claim[0])
+            args[5:7] = [json.dumps(claim[1]), claim[2]]
+        for key, value in self._encode(record).items():
+            args += [key, value]
+        for attempt in range(2):
+            outcome = self._create(keys=keys, args=args)
+            if outcome[0] == 1:
+                return "created", None
+            if outcome[0] == 0:
+                return "replay", json.loads(outcome[1])
+            if attempt == 0:
+                self._prune_active(owner)
+        return "full", None
 
     def delete(self, job_id: str, owner: str) -> None:
         self.redis.delete(Keys.job(job_id), Keys.job_input(job_id))
@@ -255,17 +293,13 @@ class JobStore:
         return moved
 
     # -- per-tenant cap on queued + running jobs --------------------------------------------------
-    def admit(self, owner: str, job_id: str, cap: int) -> bool:
-        """Count ``job_id`` as active for ``owner`` unless ``cap`` jobs already are; a full set is
-        first pruned of jobs that ended or expired without leaving it."""
+    def _prune_active(self, owner: str) -> None:
+        """Drop jobs that ended or expired without leaving the tenant's active set."""
         key = Keys.active(owner)
-        if self._admit(keys=[key], args=[job_id, cap, self.ttl]):
-            return True
         stale = [member for member in self.redis.smembers(key)
                  if self._status(member.decode()) not in ("queued", "running")]
         if stale:
             self.redis.srem(key, *stale)
-        return bool(self._admit(keys=[key], args=[job_id, cap, self.ttl]))
 
     def active(self, owner: str) -> list[str]:
         return sorted(member.decode() for member in self.redis.smembers(Keys.active(owner)))
@@ -346,22 +380,26 @@ class ModelStore:
 
 
 class IdempotencyStore:
-    """``Idempotency-Key`` -> (hash of the request body, job id), first writer wins."""
+    """``Idempotency-Key`` -> (hash of the request body, job id). The key is claimed together
+    with the job record (:meth:`JobStore.create_admitted`); this class reads and releases it."""
 
     def __init__(self, redis: Redis, ttl_seconds: int):
         self.redis = redis
         self.ttl = ttl_seconds
+        self._release = redis.register_script(_RELEASE_CLAIM)
 
-    def claim(self, owner: str, key: str, body_hash: str, job_id: str) -> dict[str, str] | None:
-        """Reserve ``key`` for this job; returns the earlier claim if there is one."""
-        value = json.dumps({"body_hash": body_hash, "job_id": job_id})
-        if self.redis.set(Keys.idempotency(owner, key), value, nx=True, ex=self.ttl):
-            return None
+    def claim_for(self, owner: str, key: str, body_hash: str, job_id: str
+                  ) -> tuple[str, dict[str, str], int]:
+        """The ``claim`` argument of :meth:`JobStore.create_admitted`."""
+        return Keys.idempotency(owner, key), {"body_hash": body_hash, "job_id": job_id}, self.ttl
+
+    def earlier(self, owner: str, key: str) -> dict[str, str] | None:
         raw = self.redis.get(Keys.idempotency(owner, key))
         return None if raw is None else json.loads(raw)
 
-    def release(self, owner: str, key: str) -> None:
-        self.redis.delete(Keys.idempotency(owner, key))
+    def release(self, owner: str, key: str, job_id: str) -> None:
+        """Forget ``key`` if it still names ``job_id`` (the job could not be queued)."""
+        self._release(keys=[Keys.idempotency(owner, key)], args=[job_id])
 
 
 class PlotStore:

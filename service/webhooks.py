@@ -5,7 +5,8 @@ Headers: ``webhook-id`` (stable across retries of one event: ``<job id>.<status>
 "<id>.<timestamp>.<body>">`` keyed with the tenant's secret (``whsec_<base64>`` in
 ``MMC_WEBHOOK_SECRETS``). A callback goes only to http(s) URLs whose host resolves to public
 addresses, unless ``MMC_WEBHOOK_ALLOW_PRIVATE`` is set; the check is repeated at every delivery,
-so a name re-pointed at an internal address after submission is refused too.
+so a name re-pointed at an internal address after submission is refused too, and each delivery
+connects to the very address it checked (no second lookup for DNS rebinding to answer).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import logging
 import math
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from redis import Redis
 
+from service import metrics
 from service.settings import Settings, parse_pairs
 
 log = logging.getLogger(__name__)
@@ -49,36 +54,90 @@ def tenant_secret(settings: Settings, tenant: str) -> str | None:
     return parse_pairs(settings.webhook_secrets).get(tenant)
 
 
+# Ranges ``ipaddress.is_global`` (Python 3.11) still calls global: deprecated site-local IPv6,
+# 6to4 (it embeds any IPv4, 127.0.0.1 included) and NAT64's local-use prefix.
+_NOT_GLOBAL = tuple(ipaddress.ip_network(net) for net in (
+    "fec0::/10", "2002::/16", "64:ff9b:1::/48"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 def _forbidden(address: str) -> bool:
+    """Whether a callback may not go to ``address``: anything but a globally routable unicast
+    address (private, loopback, link-local, shared 100.64.0.0/10 with its cloud metadata
+    addresses, documentation, reserved, multicast...)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
-            or ip.is_reserved or ip.is_unspecified)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip in _NAT64:  # well-known NAT64 prefix: judge the IPv4 address it carries
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.is_multicast or not ip.is_global:
+        return True
+    return any(ip in net for net in _NOT_GLOBAL if net.version == ip.version)
 
 
-def url_problem(url: str, allow_private: bool) -> str | None:
-    """Why ``url`` may not be called back, or ``None`` when it may."""
+Resolver = Callable[[str, int], list[str]]
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to (TCP), in the resolver's order."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A callback URL with the address it was checked against: the delivery connects to that
+    address (pinned), so a name re-pointed after the check (DNS rebinding) cannot redirect it."""
+
+    url: str
+    host: str
+    port: int
+    address: str
+
+    def request_args(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """``(url to connect to, extra headers, httpx extensions)``: the address literal in the
+        URL, the name in ``Host`` and, for https, in SNI (the certificate is checked for it)."""
+        parts = urlsplit(self.url)
+        literal = f"[{self.address}]" if ":" in self.address else self.address
+        netloc = f"{literal}:{parts.port}" if parts.port else literal
+        host_header = parts.netloc.rpartition("@")[2]
+        extensions = {"sni_hostname": self.host} if parts.scheme == "https" else {}
+        return urlunsplit(parts._replace(netloc=netloc)), {"host": host_header}, extensions
+
+
+def check_url(url: str, allow_private: bool, resolver: Resolver = resolve
+              ) -> tuple[Target | None, str | None]:
+    """``(target, None)`` when ``url`` may be called back, else ``(None, why not)``. The name is
+    resolved once; every address must be global (unless ``allow_private``) and the first one is
+    pinned."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        return f"is not a valid URL ({exc})"
+        return None, f"is not a valid URL ({exc})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an http or https URL with a host"
+        return None, "must be an http or https URL with a host"
     if parts.username or parts.password:
-        return "must not carry credentials"
-    if allow_private:
-        return None
+        return None, "must not carry credentials"
+    port = port or (443 if parts.scheme == "https" else 80)
     try:
-        infos = socket.getaddrinfo(parts.hostname, port or 443, proto=socket.IPPROTO_TCP)
+        addresses = resolver(parts.hostname, port)
     except (OSError, UnicodeError) as exc:
-        return f"host {parts.hostname!r} does not resolve ({exc})"
-    for info in infos:
-        if _forbidden(info[4][0]):
-            return (f"host {parts.hostname!r} resolves to {info[4][0]}, a loopback, link-local "
-                    "or private address (refused; MMC_WEBHOOK_ALLOW_PRIVATE allows it)")
-    return None
+        return None, f"host {parts.hostname!r} does not resolve ({exc})"
+    if not addresses:
+        return None, f"host {parts.hostname!r} does not resolve"
+    for address in addresses if not allow_private else ():
+        if _forbidden(address):
+            return None, (f"host {parts.hostname!r} resolves to {address}, which is not a "
+                          "globally routable address (private, loopback, link-local, shared "
+                          "or reserved: refused; MMC_WEBHOOK_ALLOW_PRIVATE allows it)")
+    return Target(url, parts.hostname, port, addresses[0]), None
+
+
+def url_problem(url: str, allow_private: bool) -> str | None:
+    """Why ``url`` may not be called back, or ``None`` when it may."""
+    return check_url(url, allow_private)[1]
 
 
 def event(record: dict[str, Any]) -> tuple[str, bytes]:
@@ -88,51 +147,82 @@ def event(record: dict[str, Any]) -> tuple[str, bytes]:
     body = {"type": f"job.{record['status']}",
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "data": render_job(record)}
-    return f"{record['id']}.{record['status']}", json.dumps(body, sort_keys=True).encode()
+    return f"{record['id']}.{record['status']}", json.dumps(
+        _finite(body), sort_keys=True, allow_nan=False).encode()
 
 
-def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep) -> bool:
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as ``null``: JSON has no such numbers, and a receiver's
+    strict parser would reject ``Infinity`` (an objective can diverge)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
+            resolver: Resolver = resolve) -> bool:
     """POST the event to the job's ``callback_url`` here and now, retrying with exponential
-    backoff; returns whether a 2xx answer came back. The service itself uses :func:`schedule`."""
+    backoff; returns whether a 2xx answer came back. The service itself uses :func:`schedule`
+    (each attempt an RQ job); the outcome is counted in ``mmc_webhook_deliveries_total``."""
     url = record.get("callback_url")
     if not url:
         return False
     msg_id, body = event(record)
     delay = settings.webhook_backoff_seconds
+    final = "failed"
     for attempt in range(1, settings.webhook_max_attempts + 1):
-        outcome = post_once(settings, record.get("owner", ""), url, msg_id, body)
-        if outcome is None:
-            return True
-        if outcome.startswith("refused"):
-            return False
+        outcome = post_once(settings, record.get("owner", ""), url, msg_id, body, resolver)
+        if outcome in ("delivered", "refused", "no_secret"):
+            final = outcome
+            break
         log.warning("job %s: callback attempt %d failed (%s)", record["id"], attempt, outcome)
         if attempt < settings.webhook_max_attempts:
             sleep(delay)
             delay *= 2
-    return False
+    _count(settings, final)
+    return final == "delivered"
 
 
-def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes) -> str | None:
-    """One signed delivery: ``None`` on a 2xx answer, else what went wrong (``refused: ...``
-    when it must not be retried)."""
+def _count(settings: Settings, outcome: str) -> None:
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        metrics.record(redis, "mmc_webhook_deliveries_total", outcome=outcome)
+    except Exception as exc:  # a metric must never fail a delivery
+        log.warning("webhook delivery metric not recorded: %s", exc)
+    finally:
+        redis.close()
+
+
+def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes,
+              resolver: Resolver = resolve) -> str:
+    """One signed delivery to the address checked just before it (pinned): ``"delivered"`` on a
+    2xx answer, ``"refused"`` (SSRF guard) or ``"no_secret"`` when it must not be retried, else
+    what went wrong."""
     secret = tenant_secret(settings, owner)
     if secret is None:
         log.warning("event %s: no webhook secret for its tenant; callback dropped", msg_id)
-        return "refused: no webhook secret for the tenant"
-    problem = url_problem(url, settings.webhook_allow_private)
-    if problem is not None:
+        return "no_secret"
+    target, problem = check_url(url, settings.webhook_allow_private, resolver)
+    if target is None:
         log.warning("event %s: callback URL refused: %s", msg_id, problem)
-        return f"refused: {problem}"
+        return "refused"
+    connect_url, pinned_headers, extensions = target.request_args()
     timestamp = int(time.time())
     headers = {"content-type": "application/json", "webhook-id": msg_id,
                "webhook-timestamp": str(timestamp),
-               "webhook-signature": sign(secret, msg_id, timestamp, body)}
+               "webhook-signature": sign(secret, msg_id, timestamp, body), **pinned_headers}
     try:
-        response = httpx.post(url, content=body, headers=headers, follow_redirects=False,
-                              timeout=settings.webhook_timeout_seconds)
+        with httpx.Client(timeout=settings.webhook_timeout_seconds,
+                          follow_redirects=False) as client:
+            response = client.send(client.build_request(
+                "POST", connect_url, content=body, headers=headers, extensions=extensions))
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
-    return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+    return "delivered" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
 class DeliveryError(Exception):
@@ -167,11 +257,21 @@ def deliver_event(owner: str, url: str, msg_id: str, body: str) -> str:
     """The RQ task of one delivery attempt; raises to have RQ retry it."""
     from service.settings import get_settings
 
-    outcome = post_once(get_settings(), owner, url, msg_id, body.encode())
-    if outcome is None:
-        return "delivered"
-    if outcome.startswith("refused"):
+    settings = get_settings()
+    outcome = post_once(settings, owner, url, msg_id, body.encode())
+    if outcome in ("delivered", "refused", "no_secret"):
+        _count(settings, outcome)
         return outcome
     log.warning("event %s: delivery failed (%s)", msg_id, outcome)
+    if job_is_last_attempt():
+        _count(settings, "failed")
     raise DeliveryError(f"{msg_id}: {outcome}")
+
+
+def job_is_last_attempt() -> bool:
+    """Whether the current RQ job has no retry left (its failure is final)."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    return job is None or not job.retries_left
 

@@ -72,3 +72,23 @@ def test_dockerfile_final_stage_has_no_build_tools():
     final_stage = (ROOT / "Dockerfile").read_text().split("\nFROM ")[-1]
     assert "build-essential" not in final_stage and "apt-get install" not in final_stage
     assert 'CMD ["uvicorn", "--factory", "service.app:create_app"' in final_stage
+
+
+def test_compose_gives_every_process_that_sends_callbacks_the_webhook_secrets():
+    # The API (cancel, lost jobs) and the workers (finished jobs) sign callbacks; without the
+    # secrets a worker drops them (logged only).
+    services = compose_services()
+    for name in ("api", *(f"worker-{queue}" for queue in QUEUE_NAMES)):
+        assert "MMC_WEBHOOK_SECRETS: ${MMC_WEBHOOK_SECRETS:-}" in services[name]["environment"]
+
+
+def test_installs_are_pinned_to_the_versions_ci_tested():
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert pins["rq"].startswith("3.") and "fastapi" in pins and "numpy" in pins
+    assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
+    assert "-c constraints.txt" in (ROOT / "Dockerfile").read_text()
+    from importlib.metadata import version
+
+    for package in ("rq", "fastapi", "pydantic", "redis", "numpy"):
+        assert version(package) == pins[package], package  # the environment under test

@@ -1,5 +1,6 @@
 """Schemathesis against the exported OpenAPI document (openapi/openapi.json) and the live app:
-at least 500 generated requests, no 5xx answer, every answer matching its documented schema."""
+at least 500 generated requests, no 5xx answer, every answer matching its documented schema; the
+stateful phase follows the document's links (job -> result -> model, dataset -> dataset)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_fuzzed_requests_get_no_5xx_and_match_the_schema(fuzz_target, tmp_path):
         *cli,
         "run", str(OPENAPI), "--url", fuzz_target.url,
         "--checks", "not_a_server_error,response_schema_conformance",
-        "--phases", "examples,coverage,fuzzing",
+        "--phases", "examples,coverage,fuzzing,stateful",
         "--max-examples", "40", "--seed", "1", "--request-timeout", "30",
         "--continue-on-failure", "--suppress-health-check", "all", "--no-color",
     ]

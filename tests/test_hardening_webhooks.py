@@ -120,6 +120,13 @@ def test_a_tampered_body_fails_verification():
     "http://172.16.5.5/x", "http://169.254.169.254/latest/meta-data", "http://[::1]/x",
     "http://[::ffff:127.0.0.1]/x", "http://0.0.0.0/x", "ftp://example.com/x", "file:///etc/passwd",
     "http://user:pw@example.com/x",
+    # Shared address space (cloud metadata at 100.100.100.200), benchmarking, IETF protocol
+    # assignments, reserved, documentation, multicast, and IPv6 forms that embed or route to
+    # internal addresses: site-local, 6to4 of 127.0.0.1, NAT64 of 10.0.0.1, local-use NAT64.
+    "http://100.100.100.200/latest/meta-data", "http://100.64.0.1/x", "http://198.18.0.1/x",
+    "http://192.0.0.170/x", "http://240.0.0.1/x", "http://[2001:db8::1]/x", "http://[ff0e::1]/x",
+    "http://[fec0::1]/x", "http://[2002:7f00:1::]/x", "http://[64:ff9b::a00:1]/x",
+    "http://[64:ff9b:1::1]/x", "http://[fd00:ec2::254]/x",
 ])
 def test_ssrf_guard_refuses_internal_and_non_http_targets(url):
     assert webhooks.url_problem(url, allow_private=False) is not None
@@ -129,6 +136,51 @@ def test_ssrf_guard_refuses_internal_and_non_http_targets(url):
 
 def test_public_address_is_allowed():
     assert webhooks.url_problem("http://93.184.216.34/hook", allow_private=False) is None
+    assert webhooks.url_problem("http://[64:ff9b::5db8:d822]/hook", allow_private=False) is None
+
+
+def test_a_name_with_any_internal_address_is_refused():
+    def resolver(host, port):
+        return ["93.184.216.34", "10.0.0.7"]
+
+    target, problem = webhooks.check_url("http://hook.example/x", False, resolver)
+    assert target is None and "10.0.0.7" in problem
+
+
+def test_delivery_connects_to_the_address_it_checked():
+    """DNS rebinding: the name answers a good address for the check and another one for any
+    later lookup; the delivery must go to the checked address, with the name as Host."""
+    receiver = Receiver(fail_first=0)
+    port = receiver.server_address[1]
+    answers = iter([["127.0.0.1"]])
+    lookups: list[str] = []
+
+    def rebinding(host, port_):
+        lookups.append(host)
+        return next(answers, ["10.255.255.1"])
+
+    settings = Settings(webhook_secrets=f"t:{SECRET}", webhook_allow_private=True,
+                        webhook_max_attempts=1)
+    record = {"id": "j2", "owner": "t", "status": "succeeded", "algorithm": "itersvr",
+              "params": {}, "queue": "fast", "n_samples": 3,
+              "callback_url": f"http://hook.rebind.test:{port}/hook"}
+    before = len(receiver.requests)
+    assert webhooks.deliver(settings, record, sleep=lambda _: None, resolver=rebinding)
+    assert lookups == ["hook.rebind.test"]  # one lookup, and the connection used its answer
+    _, headers, body = receiver.requests[before]
+    assert {k.lower(): v for k, v in headers.items()}["host"] == f"hook.rebind.test:{port}"
+    assert json.loads(body)["data"]["id"] == "j2"
+    receiver.shutdown()
+
+
+def test_https_delivery_is_pinned_with_the_name_for_sni():
+    target, problem = webhooks.check_url("https://hook.example:8443/a?b=1", True,
+                                         lambda host, port: ["2606:4700::1111", "1.1.1.1"])
+    assert problem is None
+    url, headers, extensions = target.request_args()
+    assert url == "https://[2606:4700::1111]:8443/a?b=1"
+    assert headers == {"host": "hook.example:8443"}
+    assert extensions == {"sni_hostname": "hook.example"}
 
 
 def test_job_with_internal_callback_or_without_secret_is_422(redis_url):
@@ -157,3 +209,15 @@ def test_delivery_rechecks_the_address_and_gives_up_after_max_attempts(monkeypat
     allowed = settings.model_copy(update={"webhook_allow_private": True})
     assert webhooks.deliver(allowed, record, sleep=sleeps.append) is False  # nothing listens
     assert sleeps == [0.1, 0.2]
+
+
+def test_event_bodies_are_strict_json_even_with_a_diverged_objective():
+    record = {"id": "j3", "owner": "t", "status": "failed", "algorithm": "itersvr",
+              "params": {"C": 1.0}, "queue": "fast", "n_samples": 3,
+              "progress": {"step": 3, "objective": float("inf"), "message": "x"}}
+    _, body = webhooks.event(record)
+
+    def refuse(token):
+        raise AssertionError(f"{token} in {body!r}")
+
+    assert json.loads(body, parse_constant=refuse)["data"]["progress"]["objective"] is None

@@ -228,14 +228,14 @@ def test_record_created_but_never_enqueued_runs_and_its_dataset_outlives_its_ttl
     redis.expire(Keys.dataset(dataset_id), 2)  # would expire long before the job runs
     job_id = new_id()
     params = {"n_clusters": 2, "random_state": 0}
-    stores.jobs.admit("anonymous", job_id, 100)
-    stores.jobs.create({
+    outcome, _ = stores.jobs.create_admitted({
         "id": job_id, "owner": "anonymous", "status": "queued", "algorithm": "itersvr",
         "params": params, "queue": "fast", "n_samples": 40, "n_features": 2,
         "dataset_id": dataset_id, "timeout_seconds": 60, "queued_at": time.time(),
         "progress": {"step": 0, "objective": None, "message": "queued", "updated_at": None},
         "attempt": 1, "rq_job_id": job_id, "callback_url": None,
-    }, {"dataset_id": dataset_id, "y": None, "sequences": None})
+    }, {"dataset_id": dataset_id, "y": None, "sequences": None}, cap=100)
+    assert outcome == "created"
     time.sleep(3)  # past the dataset's own TTL
     assert redis.exists(Keys.dataset(dataset_id)), "the queued job's dataset expired"
     done = wait_record(redis, job_id, final, timeout=4 * HEARTBEAT + 30)

@@ -205,7 +205,8 @@ def test_predict_on_a_cached_model_labels_like_the_training_run(service_url, sma
                                   "/v1/models/{id}/export", "/v1/datasets/{id}",
                                   "/v1/algorithms/nope"])
 def test_unknown_ids_are_404_problems(service_url, path):
-    response = httpx.get(service_url + path.format(id="0" * 32))
+    well_formed = "0" * (64 if "datasets" in path else 32)  # ids of the right shape, unknown
+    response = httpx.get(service_url + path.format(id=well_formed))
     assert_problem(response, 404)
 
 

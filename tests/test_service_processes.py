@@ -3,6 +3,8 @@ piece of state lives in Redis, so whichever process answers, a client sees one s
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import numpy as np
 import pytest
@@ -42,3 +44,55 @@ def test_two_api_processes_serve_one_consistent_set_of_jobs_and_models(two_proce
                    for _ in range(6)]
     assert all(p == predictions[0] for p in predictions)
     assert np.mean(np.asarray(predictions[0]) == labels) >= 0.95
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of one series in Prometheus text, 0 when absent."""
+    wanted = {f'{k}="{v}"' for k, v in labels.items()}
+    for line in text.splitlines():
+        series, _, value = line.rpartition(" ")
+        if series.split("{")[0] != name:
+            continue
+        present = set(series.partition("{")[2].rstrip("}").split(",")) if "{" in series else set()
+        if wanted <= present:
+            return float(value)
+    return 0.0
+
+
+def scrape(url: str) -> str:
+    response = httpx.get(f"{url}/metrics", timeout=30)  # a new connection: either process
+    assert response.status_code == 200
+    return response.text
+
+
+def test_metrics_from_either_api_process_report_the_same_counters(two_process_url):
+    time.sleep(1.5)  # let both processes flush what earlier tests counted
+    before = sample(scrape(two_process_url), "mmc_http_requests_total",
+                    route="/v1/algorithms", status="200")
+    for _ in range(40):
+        assert httpx.get(f"{two_process_url}/v1/algorithms", timeout=30).status_code == 200
+    expected = before + 40
+    deadline = time.monotonic() + 30
+    while sample(scrape(two_process_url), "mmc_http_requests_total", route="/v1/algorithms",
+                 status="200") != expected:
+        assert time.monotonic() < deadline, "the counters never added up across processes"
+        time.sleep(0.2)
+    counts = [sample(scrape(two_process_url), "mmc_http_requests_total",
+                     route="/v1/algorithms", status="200") for _ in range(10)]
+    assert counts == [expected] * 10
+
+
+def test_workers_export_job_outcomes_and_fit_seconds(two_process_url):
+    X, _ = make_blobs(30, centers=2, random_state=3)
+    text = scrape(two_process_url)
+    before = sample(text, "mmc_jobs_finished_total", algorithm="itersvr", outcome="succeeded")
+    fits = sample(text, "mmc_job_fit_seconds_count", algorithm="itersvr")
+    job = httpx.post(f"{two_process_url}/v1/jobs", timeout=30, json={
+        "algorithm": {"name": "itersvr"}, "data": {"X": X.tolist()}}).json()
+    assert wait_for_job(two_process_url, job["id"])["status"] == "succeeded"
+    text = scrape(two_process_url)
+    assert sample(text, "mmc_jobs_finished_total", algorithm="itersvr",
+                  outcome="succeeded") == before + 1
+    assert sample(text, "mmc_job_fit_seconds_count", algorithm="itersvr") == fits + 1
+    assert sample(text, "mmc_job_fit_seconds_bucket", algorithm="itersvr", le="+Inf") == fits + 1
+    assert "# TYPE mmc_queue_jobs gauge" in text

@@ -23,6 +23,7 @@ from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
 from service.jobs import lost_job, record_id
+from service.metrics import job_finished
 from service.settings import get_settings
 from service.stores import Keys, Stores
 from service.webhooks import schedule
@@ -80,8 +81,11 @@ def run_job(job_id: str) -> str:
         status = _run(stores, job_id, record, fence, cap)
     finally:
         heartbeat.stop()
+    final = jobs.get(job_id) or {}
+    job_finished(stores.redis, record.get("algorithm", "unknown"), status,
+                 final.get("fit_seconds"))
     if status in ("succeeded", "failed"):
-        schedule(stores.redis, settings, jobs.get(job_id))
+        schedule(stores.redis, settings, final)
     return status
 
 
@@ -281,6 +285,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         if stores.jobs.transition(job_id, ("queued", "running"), fence=job.id, status="failed",
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
+            job_finished(connection, record.get("algorithm", "unknown"), "failed")
             schedule(connection, settings, stores.jobs.get(job_id))
         return
     reason = detail or "the worker running this job stopped before it finished"

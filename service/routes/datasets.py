@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
-from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
-from service.schemas import DatasetJSON, DatasetResource
+from service.jobs import iso_time
+from service.json_body import parse_matrix, read_payload
+from service.problems import ProblemError, field_error, header, links, problem_responses
+from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
@@ -17,8 +19,14 @@ _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": DatasetJSON.model_json_schema()},
-            "text/csv": {"schema": {"type": "string"}},
+            "application/json": {"schema": DatasetJSON.model_json_schema(), "examples": {
+                "object": {"summary": "Rows of numbers under X",
+                           "value": {"X": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}},
+                "matrix": {"summary": "A bare matrix",
+                           "value": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}}},
+            "text/csv": {"schema": {"type": "string"}, "examples": {
+                "csv": {"summary": "One row per line, an optional header",
+                        "value": "x,y\n0.0,0.1\n0.2,0.0\n5.0,5.1\n5.2,4.9\n"}}},
             "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
             "multipart/form-data": {
                 "schema": {"type": "object", "properties": {
@@ -30,17 +38,23 @@ _UPLOAD_BODY = {
 }
 
 
-def _parse(kind: str, payload: bytes):
+def _parse(kind: str, payload: bytes, max_values: int):
     if kind == "json":
-        try:
-            document = json.loads(payload)
-        except ValueError as exc:
-            raise field_error(422, "body", f"invalid JSON: {exc}") from None
-        rows = document.get("X") if isinstance(document, dict) else document
-        return matrix_or_422(rows, "body.X")
+        # Row by row into float64 (service.json_body): no Python float per number.
+        return matrix_or_422(parse_matrix(payload, DatasetJSON), "body.X")
     if kind == "csv":
         return parse_csv(payload.decode("utf-8", errors="replace"))
-    return parse_npy(payload)
+    return parse_npy(payload, max_values)
+
+
+def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[dict, bool]:
+    limit = request.app.state.settings.max_points_x_features
+    X = _parse(kind, payload, limit)
+    del payload
+    if X.size > limit:
+        raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
+                                       f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
+    return request.app.state.stores.datasets.put(X, owner=caller)
 
 
 def _kind_of(name_or_type: str) -> str | None:
@@ -52,8 +66,17 @@ def _kind_of(name_or_type: str) -> str | None:
     return None
 
 
-@router.post("", status_code=201, response_model=DatasetResource, responses=PROBLEM_RESPONSES,
-             openapi_extra=_UPLOAD_BODY)
+_LOCATION = {"Location": header("Path of the dataset, /v1/datasets/{id}.")}
+_LINKS = links("dataset_id", "$response.body#/id", "get_dataset_v1_datasets__dataset_id__get")
+
+
+@router.post("", status_code=201, response_model=DatasetResource, openapi_extra=_UPLOAD_BODY,
+             responses={
+                 201: {"description": "Stored.", "headers": _LOCATION, "links": _LINKS},
+                 200: {"description": "Already stored by this tenant (same content): its "
+                                      "lifetime is renewed.", "model": DatasetResource,
+                       "headers": _LOCATION, "links": _LINKS},
+                 **problem_responses(413, 415, 422)})
 async def upload_dataset(request: Request, response: Response,
                          caller: Annotated[str, Depends(owner)]):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
@@ -68,24 +91,23 @@ async def upload_dataset(request: Request, response: Response,
         payload = await upload.read()
     else:
         kind = _kind_of(content_type)
-        payload = await request.body()
+        payload = await read_payload(request)  # emptied by the JSON parser once decoded
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
-    X = _parse(kind, payload)
-    limit = request.app.state.settings.max_points_x_features
-    if X.size > limit:
-        raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
-                                       f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
-    description, created = request.app.state.stores.datasets.put(X, owner=caller)
+    # Parsing, hashing and storing are CPU and Redis work: off the event loop.
+    description, created = await run_in_threadpool(_store, request, kind, payload, caller)
+    description = {**description, "created_at": iso_time(description["created_at"])}
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/datasets/{description['id']}"
     return description
 
 
-@router.get("/{dataset_id}", response_model=DatasetResource, responses=PROBLEM_RESPONSES)
-def get_dataset(dataset_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+@router.get("/{dataset_id}", response_model=DatasetResource,
+            responses=problem_responses(404, 422))
+def get_dataset(dataset_id: DatasetIdPath, request: Request,
+                caller: Annotated[str, Depends(owner)]):
     description = request.app.state.stores.datasets.describe(dataset_id, caller)
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
-    return description
+    return {**description, "created_at": iso_time(description["created_at"])}

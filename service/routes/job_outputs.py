@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from service.deps import api_key_header, bearer, owner
-from service.problems import PROBLEM_RESPONSES, ProblemError
+from service.problems import ProblemError, problem_responses
+from service.schemas import JobIdPath
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                    dependencies=[Depends(api_key_header), Depends(bearer)])
@@ -49,10 +50,11 @@ def negotiate(accept: str) -> str:
     "/{job_id}/plot",
     response_class=Response,
     responses={200: {"content": {"image/svg+xml": {}, "image/png": {}},
-                     "description": "The clustering as a picture."}, **PROBLEM_RESPONSES},
+                     "description": "The clustering as a picture."},
+               **problem_responses(404, 409, 422)},
 )
 def get_plot(
-    job_id: str,
+    job_id: JobIdPath,
     request: Request,
     caller: Annotated[str, Depends(owner)],
     format: Annotated[Literal["svg", "png"] | None, Query(
@@ -78,9 +80,9 @@ def get_plot(
     response_class=Response,
     responses={200: {"content": {"text/csv": {}},
                      "description": "One line per point (per sequence for m3n)."},
-               **PROBLEM_RESPONSES},
+               **problem_responses(404, 409, 422)},
 )
-def get_labels_csv(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+def get_labels_csv(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     """The labels as the file ``mmc cluster`` writes: one label per line, or for sequences one
     line of comma-separated states per sequence."""
     succeeded_job(request, job_id, caller)

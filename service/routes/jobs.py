@@ -4,21 +4,47 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.jobs import render_job
+from service.json_body import json_body_openapi, parse_model, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
-from service.problems import PROBLEM_RESPONSES, ProblemError
-from service.schemas import JobPage, JobResource, JobResult
+from service.problems import ProblemError, header, links, problem_responses
+from service.schemas import JobIdPath, JobPage, JobResource, JobResult
+
+JOB_EXAMPLES = {
+    "points": {"summary": "Two clusters of 2-D points (iterSVR)", "value": {
+        "algorithm": {"name": "itersvr", "params": {"n_clusters": 2, "random_state": 0}},
+        "data": {"X": [[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]]}}},
+    "dataset": {"summary": "A stored dataset (POST /v1/datasets), with a signed callback",
+                "value": {"algorithm": {"name": "cpm3c", "params": {"n_clusters": 3}},
+                          "data": {"dataset_id": "0" * 64},
+                          "callback_url": "https://example.com/hooks/mmc"}},
+    "sequences": {"summary": "HMM state labels of integer sequences (m3n)", "value": {
+        "algorithm": {"name": "m3n", "params": {"n_states": 2}},
+        "data": {"sequences": [[0, 0, 1, 1, 0], [1, 1, 0, 0, 1, 1]]}}},
+}
 
 
 def build_router(job_request: type[BaseModel]) -> APIRouter:
     router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                        dependencies=[Depends(api_key_header), Depends(bearer)])
 
-    @router.post("", status_code=202, response_model=JobResource, responses=PROBLEM_RESPONSES)
-    def create_job(
-        body: job_request,  # type: ignore[valid-type]
+    @router.post("", status_code=202, response_model=JobResource,
+                 openapi_extra=json_body_openapi(job_request, JOB_EXAMPLES),
+                 responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
+                                                 "job it created).",
+                                  "links": links("job_id", "$response.body#/id",
+                                                 "get_job_v1_jobs__job_id__get",
+                                                 "cancel_job_v1_jobs__job_id__delete",
+                                                 "get_result_v1_jobs__job_id__result_get"),
+                                  "headers": {
+                     "Location": header("Path of the job, /v1/jobs/{id}."),
+                     "Idempotent-Replayed": header("'true' when an earlier request with this "
+                                                   "Idempotency-Key created the job.")}},
+                     **problem_responses(404, 409, 413, 415, 422, 429)})
+    async def create_job(
         request: Request,
         response: Response,
         caller: Annotated[str, Depends(owner)],
@@ -26,7 +52,13 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     ):
         """Queue a job. With ``Idempotency-Key``, the same key and body return the same job and
         the same key with another body is a 409."""
-        record, replayed = request.app.state.jobs.create(body, caller, idempotency_key)
+        # Parsed and validated in a worker thread, matrix straight to float64 (service.json_body):
+        # a large body neither stalls the event loop nor costs a Python float per number.
+        payload = await read_json_payload(request)
+        body = await run_in_threadpool(parse_model, payload, job_request, (("data", "X"),))
+        del payload
+        record, replayed = await run_in_threadpool(
+            request.app.state.jobs.create, body, caller, idempotency_key)
         response.headers["Location"] = f"/v1/jobs/{record['id']}"
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"
@@ -34,11 +66,11 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             request.app.state.metrics.job_created(record["algorithm"])
         return render_job(record)
 
-    @router.get("", response_model=JobPage)
+    @router.get("", response_model=JobPage, responses=problem_responses(422))
     def list_jobs(
         request: Request,
         caller: Annotated[str, Depends(owner)],
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
     ):
         """The caller's jobs, newest first."""
@@ -47,9 +79,9 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         return {"items": [render_job(r) for r in records], "total": total,
                 "offset": offset, "limit": limit}
 
-    @router.get("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
+    @router.get("/{job_id}", response_model=JobResource, responses=problem_responses(404, 422))
     async def get_job(
-        job_id: str,
+        job_id: JobIdPath,
         request: Request,
         caller: Annotated[str, Depends(owner)],
         wait: Annotated[float | None, Query(
@@ -65,13 +97,19 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                                            lambda: read_job(request, job_id, caller))
         return render_job(record)
 
-    @router.delete("/{job_id}", response_model=JobResource, responses=PROBLEM_RESPONSES)
-    def cancel_job(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    @router.delete("/{job_id}", response_model=JobResource,
+                   responses=problem_responses(404, 409, 422))
+    def cancel_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Cancel a queued or running job; a finished job is a 409."""
         return render_job(request.app.state.jobs.cancel(job_id, caller))
 
-    @router.get("/{job_id}/result", response_model=JobResult, responses=PROBLEM_RESPONSES)
-    def get_result(job_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+    @router.get("/{job_id}/result", response_model=JobResult, responses={
+        200: {"description": "The result.", "links": links(
+            "model_id", "$response.body#/model_id", "get_model_v1_models__model_id__get",
+            "export_model_v1_models__model_id__export_get",
+            "predict_v1_models__model_id__predict_post")},
+        **problem_responses(404, 409, 422)})
+    def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
         record = request.app.state.jobs.get(job_id, caller)
         if record["status"] != "succeeded":
@@ -82,6 +120,6 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         result = request.app.state.stores.jobs.get_result(job_id)
         if result is None:
             raise ProblemError(404, f"the result of job {job_id} has expired")
-        return result
+        return {**result, "id": job_id}
 
     return router

@@ -5,14 +5,21 @@ from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
-from service.problems import PROBLEM_RESPONSES, ProblemError, field_error
-from service.schemas import ModelExport, ModelResource, PredictRequest, PredictResponse
+from service.jobs import iso_time
+from service.json_body import json_body_openapi, parse_model, read_json_payload
+from service.problems import ProblemError, field_error, problem_responses
+from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
+
+
+# Rows per kernel block at predict: 1,024 x 10,000 support vectors is 80 MB of float64.
+PREDICT_BLOCK_ROWS = 1024
 
 
 def _as_list(values):
@@ -21,16 +28,17 @@ def _as_list(values):
     return [_as_list(v) for v in values]
 
 
-@router.get("/{model_id}", response_model=ModelResource, responses=PROBLEM_RESPONSES)
-def get_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+@router.get("/{model_id}", response_model=ModelResource, responses=problem_responses(404, 422))
+def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     info = request.app.state.stores.models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
-    return info
+    return {**info, "created_at": iso_time(info.get("created_at"))}
 
 
-@router.get("/{model_id}/export", response_model=ModelExport, responses=PROBLEM_RESPONSES)
-def export_model(model_id: str, request: Request, caller: Annotated[str, Depends(owner)]):
+@router.get("/{model_id}/export", response_model=ModelExport,
+            responses=problem_responses(404, 422))
+def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
     """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
     loaded = request.app.state.stores.models.load(model_id, caller)
     if loaded is None:
@@ -40,37 +48,78 @@ def export_model(model_id: str, request: Request, caller: Annotated[str, Depends
             "npz_base64": base64.b64encode(payload).decode()}
 
 
-@router.post("/{model_id}/predict", response_model=PredictResponse, responses=PROBLEM_RESPONSES)
-def predict(model_id: str, body: PredictRequest, request: Request,
-            caller: Annotated[str, Depends(owner)]):
-    """Labels (and decision values where the model has them) for new points, synchronously."""
+@router.post("/{model_id}/predict", response_model=PredictResponse,
+             responses=problem_responses(404, 413, 415, 422),
+             openapi_extra=json_body_openapi(PredictRequest, {"points": {
+                 "summary": "Two new points", "value": {"X": [[0.1, 0.1], [5.0, 5.0]]}}}))
+async def predict(model_id: ModelIdPath, request: Request,
+                  caller: Annotated[str, Depends(owner)]):
+    """Labels (and decision values where the model has them) for new points, synchronously: at
+    most ``MMC_MAX_PREDICT_ROWS`` rows (default 100,000; sequence positions for m3n) per
+    request, evaluated in blocks of 1,024 rows."""
+    payload = await read_json_payload(request)
+    body = await run_in_threadpool(parse_model, payload, PredictRequest, (("X",),))
+    del payload
+    return await run_in_threadpool(_predict, model_id, body, request, caller)
+
+
+def _predict(model_id: str, body: PredictRequest, request: Request, caller: str) -> dict:
     entry = request.app.state.model_cache.get(model_id)
     if entry is not None and entry[1].get("owner", "anonymous") != caller:
         entry = None
     if entry is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     estimator, info = entry
+    limit = request.app.state.settings.max_predict_rows
     if info.get("input_kind") == "sequences":
         if body.sequences is None or body.X is not None:
             raise field_error(422, "body.sequences", "this model labels sequences; send sequences")
         if not body.sequences or any(len(s) == 0 for s in body.sequences):
             raise field_error(422, "body.sequences", "send non-empty integer sequences")
+        positions = sum(len(s) for s in body.sequences)
+        if positions > limit:
+            raise field_error(422, "body.sequences", f"{positions} positions exceed "
+                              f"MMC_MAX_PREDICT_ROWS={limit}; split the request", "too_many_rows")
         data = [np.asarray(s, dtype=np.int64) for s in body.sequences]
-        decision = None
-    else:
-        if body.X is None or body.sequences is not None:
-            raise field_error(422, "body.X", "this model labels points; send X")
-        data = matrix_or_422(body.X, "body.X")
-        expected = info.get("n_features_in")
-        if expected and data.shape[1] != expected:
-            raise field_error(422, "body.X",
-                              f"rows have {data.shape[1]} features; the model was trained on "
-                              f"{expected}")
-        decision = None
-        if hasattr(estimator, "decision_function"):
-            decision = _as_list(estimator.decision_function(data))
+        try:
+            labels = estimator.predict(data)
+        except ValueError as exc:
+            raise field_error(422, "body", str(exc)) from None
+        return {"model_id": model_id, "labels": _as_list(labels), "decision_values": None}
+    if body.X is None or body.sequences is not None:
+        raise field_error(422, "body.X", "this model labels points; send X")
+    data = matrix_or_422(body.X, "body.X")
+    if data.shape[0] > limit:
+        raise field_error(422, "body.X", f"{data.shape[0]} rows exceed MMC_MAX_PREDICT_ROWS="
+                                         f"{limit}; split the request", "too_many_rows")
+    expected = info.get("n_features_in")
+    if expected and data.shape[1] != expected:
+        raise field_error(422, "body.X",
+                          f"rows have {data.shape[1]} features; the model was trained on "
+                          f"{expected}")
     try:
-        labels = estimator.predict(data)
+        labels, decision = _label_points(estimator, data)
     except ValueError as exc:
         raise field_error(422, "body", str(exc)) from None
-    return {"model_id": model_id, "labels": _as_list(labels), "decision_values": decision}
+    return {"model_id": model_id, "labels": labels.tolist(),
+            "decision_values": None if decision is None else decision.tolist()}
+
+
+def _label_points(estimator, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Labels and decision values a block of rows at a time: a kernel model builds the
+    block x support-set kernel, never n_new x n_SV at once. An estimator with
+    ``predict_with_decision`` computes both from one kernel evaluation."""
+    combined = getattr(estimator, "predict_with_decision", None)
+    has_decision = hasattr(estimator, "decision_function")
+    labels, decisions = [], []
+    for start in range(0, X.shape[0], PREDICT_BLOCK_ROWS):
+        block = X[start:start + PREDICT_BLOCK_ROWS]
+        if combined is not None:
+            block_labels, block_decision = combined(block)
+        else:
+            block_decision = estimator.decision_function(block) if has_decision else None
+            block_labels = estimator.predict(block)
+        labels.append(np.asarray(block_labels))
+        if block_decision is not None:
+            decisions.append(np.asarray(block_decision))
+    return np.concatenate(labels), (np.concatenate(decisions) if decisions else None)
