@@ -327,8 +327,10 @@ def test_failure_callback_marks_a_timed_out_job_failed(redis_url):
     redis = Redis.from_url(redis_url)
     store = JobStore(redis, Settings().job_ttl_seconds)
     job_id = f"timeout-{time.time_ns()}"
-    store.create({"id": job_id, "owner": "nobody", "status": "running", "queued_at": time.time()},
-                 {"dataset_id": None})
+    outcome, _ = store.create_admitted(
+        {"id": job_id, "owner": "nobody", "status": "running", "queued_at": time.time()},
+        {"dataset_id": None}, cap=100)
+    assert outcome == "created"
     on_failure(type("RQJob", (), {"id": job_id})(), redis, JobTimeoutException,
                JobTimeoutException("Task exceeded maximum timeout value (5 seconds)"), None)
     record = store.get(job_id)
