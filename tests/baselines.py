@@ -11,6 +11,13 @@ from sklearn.cluster import KMeans
 from algorithms.base import clustering_error
 
 
+def digit_subset(digits: tuple[np.ndarray, np.ndarray], classes) -> tuple[np.ndarray, np.ndarray]:
+    """The points of ``digits`` (``load_digits(return_X_y=True)``) whose label is in ``classes``."""
+    X, y = digits
+    mask = np.isin(y, classes)
+    return X[mask], y[mask]
+
+
 def kmeans_error(X: np.ndarray, y: np.ndarray, n_clusters: int) -> float:
     """Clustering error of k-means (10 starts, seeded) on the same points."""
     labels = KMeans(n_clusters, n_init=10, random_state=0).fit_predict(X)

@@ -94,3 +94,11 @@ def keyed_service_url(service_env, service_workers, tmp_path_factory):
     env = {**service_env, "MMC_API_KEYS": ",".join(f"{t}:{k}" for t, k in TENANT_KEYS.items())}
     with live_api(env, service_workers, tmp_path_factory.mktemp("logs") / "api-keyed.log") as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """scikit-learn's digits (the UCI optical digits test set of the seeds), loaded once."""
+    from sklearn.datasets import load_digits
+
+    return load_digits(return_X_y=True)

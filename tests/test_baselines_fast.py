@@ -7,9 +7,8 @@ does not. The defaults are held against k-means and scikit-learn's other cluster
 tests/test_defaults.py.
 """
 
-import numpy as np
 import pytest
-from sklearn.datasets import load_digits, load_iris
+from sklearn.datasets import load_iris
 from sklearn.decomposition import PCA
 
 from algorithms import cpm3c, itersvr
@@ -17,18 +16,7 @@ from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C
 from algorithms.itersvr import IterSVR
 from algorithms.svc import SupportVectorClustering
-from tests.baselines import kmeans_error
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits(return_X_y=True)
-
-
-def _subset(digits, classes):
-    X, y = digits
-    mask = np.isin(y, classes)
-    return X[mask], y[mask]
+from tests.baselines import digit_subset, kmeans_error
 
 
 # Measured error % (method / k-means on the same points): iterSVR 3-8 3.08 / 5.32, 1-7 0 / 0,
@@ -39,7 +27,7 @@ def _subset(digits, classes):
     [((3, 8), 0.015), ((1, 7), 0.0), ((2, 7), 0.02), ((8, 9), 0.03), ((0, 6, 8, 9), 0.02)],
 )
 def test_itersvr_beats_k_means_on_the_table_1_digits(digits, classes, margin):
-    X, y = _subset(digits, classes)
+    X, y = digit_subset(digits, classes)
     labels = IterSVR(n_clusters=len(classes), random_state=0, **itersvr.SEED_SETTING).fit(X).labels_
     baseline = kmeans_error(X, y, len(classes))
     assert clustering_error(y, labels) <= baseline - margin + 1e-9, baseline
@@ -52,7 +40,7 @@ def test_itersvr_beats_k_means_on_the_table_1_digits(digits, classes, margin):
     ("classes", "margin"), [((3, 8), 0.005), ((1, 7), 0.0), ((2, 7), 0.02), ((8, 9), 0.03)],
 )
 def test_cpm3c_beats_k_means_on_the_table_2_digit_pairs(digits, classes, margin):
-    X, y = _subset(digits, classes)
+    X, y = digit_subset(digits, classes)
     labels = CPM3C(random_state=0, **cpm3c.SEED_SETTING).fit(X).labels_
     baseline = kmeans_error(X, y, 2)
     assert clustering_error(y, labels) <= baseline - margin + 1e-9, baseline

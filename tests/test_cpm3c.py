@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import make_blobs
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from algorithms.cpm3c import CPM3C, CPM3CParams, solve_cutting_plane_dual
 from algorithms.cpm3c import SEED_SETTING as SEED_PARAMS
 from algorithms.registry import get_spec
+from tests.baselines import digit_subset
 
 # SEED_PARAMS is the seed's setting: linear kernel, k-means starts (the defaults are the
 # local-scaling RBF width and a spectral start, checked in tests/test_defaults.py).
@@ -42,15 +43,6 @@ KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor
                "n_components": 2000, "kpca_components": 20}
 
 
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits(return_X_y=True)
-
-
-def _subset(digits, classes):
-    X, y = digits
-    mask = np.isin(y, classes)
-    return X[mask], y[mask]
 
 
 def seed_cpm3c(**params) -> CPM3C:
@@ -73,7 +65,7 @@ def _accuracy(y, labels) -> float:
     ],
 )
 def test_digit_pairs_match_table_2(digits, classes, min_accuracy):
-    X, y = _subset(digits, classes)
+    X, y = digit_subset(digits, classes)
     est = seed_cpm3c(random_state=0).fit(X)
     assert np.bincount(est.labels_, minlength=2).min() > 0
     assert _accuracy(y, est.labels_) >= min_accuracy
@@ -83,7 +75,7 @@ def test_digits_8_9_match_table_2_on_kernel_pca_coordinates(digits):
     # Seed Table 2 "Dig 8-9": 97.74 % (issue: 96.2 %). Measured 97.74 % with KPCA_PARAMS
     # (98.02 % with 16 or 18 components; 94.9 % with 22 and about 90 % with 25 or more, so the
     # truncation matters: all components at this width give 89.8 %).
-    X, y = _subset(digits, (8, 9))
+    X, y = digit_subset(digits, (8, 9))
     est = seed_cpm3c(random_state=0, **KPCA_PARAMS).fit(X)
     assert np.bincount(est.labels_, minlength=2).min() > 0
     assert _accuracy(y, est.labels_) >= 0.962
@@ -92,7 +84,7 @@ def test_digits_8_9_match_table_2_on_kernel_pca_coordinates(digits):
 def test_digits_8_9_stays_at_its_measured_linear_accuracy(digits):
     # Linear (the defaults): measured 95.76 % (15 of 354 wrong), also when started from the true
     # classes: the CPM3C objective's optimum, not the initialization, sits there. Floor 95.4 %.
-    X, y = _subset(digits, (8, 9))
+    X, y = digit_subset(digits, (8, 9))
     assert _accuracy(y, seed_cpm3c(random_state=0).fit(X).labels_) >= 0.954
 
 
@@ -100,7 +92,7 @@ def test_digits_8_9_stays_at_its_measured_linear_accuracy(digits):
 def pair_accuracies(digits):
     accuracies = []
     for classes in itertools.combinations(range(10), 2):
-        X, y = _subset(digits, classes)
+        X, y = digit_subset(digits, classes)
         est = seed_cpm3c(random_state=0, **PAIRS_45_PARAMS).fit(X)
         accuracies.append(_accuracy(y, est.labels_))
     return np.array(accuracies)
@@ -128,7 +120,7 @@ def test_four_digit_classes_keep_four_clusters_and_measured_accuracy(
 ):
     # Seed Table 2 "Dig 0689" 96.63 % and "Dig 1279" 94.01 % (issue: 95.0 % and 92.5 %).
     # Measured 93.97 % and 90.25 %: the floors below them catch regressions.
-    X, y = _subset(digits, classes)
+    X, y = digit_subset(digits, classes)
     est = seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS).fit(X)
     assert np.bincount(est.labels_, minlength=4).min() > 0
     assert _accuracy(y, est.labels_) >= floor
@@ -158,7 +150,7 @@ def test_four_digit_classes_match_table_2_on_kernel_pca_coordinates(
     # Seed Table 2 "Dig 0689" 96.63 %, "Dig 1279" 94.01 % (issue: 95.0 % and 92.5 %). Measured
     # with KPCA_PARAMS and C = 3, l = 0: 96.63 % (random_state 0-4 alike; 95.9-96.8 % for 15-50
     # components) and 90.11 %.
-    X, y = _subset(digits, classes)
+    X, y = digit_subset(digits, classes)
     est = seed_cpm3c(n_clusters=4, random_state=0, **KPCA_PARAMS, **K4_PARAMS).fit(X)
     assert np.bincount(est.labels_, minlength=4).min() > 0
     assert _accuracy(y, est.labels_) >= min_accuracy
@@ -166,7 +158,7 @@ def test_four_digit_classes_match_table_2_on_kernel_pca_coordinates(
 
 @pytest.mark.parametrize(("n_clusters", "classes"), [(2, (3, 8)), (4, (0, 6, 8, 9))])
 def test_sparse_and_dense_input_give_the_same_labels(digits, n_clusters, classes):
-    X, _ = _subset(digits, classes)
+    X, _ = digit_subset(digits, classes)
     params = {} if n_clusters == 2 else K4_PARAMS
     dense = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params).fit(X)
     sparse = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params).fit(sp.csr_matrix(X))
@@ -215,7 +207,7 @@ def test_class_balance_l_controls_the_split_of_imbalanced_blobs():
 
 def test_loose_balance_lets_the_trivial_one_cluster_solution_win(digits):
     # Why (16) exists (seed section 2.3): without it the largest margin puts all points together.
-    X, _ = _subset(digits, (3, 8))
+    X, _ = digit_subset(digits, (3, 8))
     labels = seed_cpm3c(class_balance=100.0, random_state=0).fit(X).labels_
     assert np.unique(labels).size == 1
 
@@ -247,7 +239,7 @@ def test_dual_qp_solver_matches_a_generic_solver(seed):
     ],
 )
 def test_portable_model_round_trip_predicts_identically(digits, n_clusters, params):
-    X, _ = _subset(digits, (0, 6, 8, 9))
+    X, _ = digit_subset(digits, (0, 6, 8, 9))
     est = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params, **K4_PARAMS).fit(X)
     meta, arrays = est.to_model()
     loaded = CPM3C.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
@@ -257,7 +249,7 @@ def test_portable_model_round_trip_predicts_identically(digits, n_clusters, para
 
 
 def test_predict_is_argmax_of_the_k_scores_and_reproduces_the_training_labels(digits):
-    X, _ = _subset(digits, (1, 2, 7, 9))
+    X, _ = digit_subset(digits, (1, 2, 7, 9))
     for n_clusters in (2, 4):
         est = seed_cpm3c(n_clusters=n_clusters, random_state=0, **K4_PARAMS).fit(X)
         scores = est.decision_function(X)
@@ -267,7 +259,7 @@ def test_predict_is_argmax_of_the_k_scores_and_reproduces_the_training_labels(di
 
 
 def test_progress_is_reported_every_cutting_plane_iteration(digits):
-    X, _ = _subset(digits, (3, 8))
+    X, _ = digit_subset(digits, (3, 8))
     events = []
     est = seed_cpm3c(random_state=0, n_restarts=1).fit(
         X, progress=lambda *event: events.append(event))
@@ -305,7 +297,7 @@ def test_bad_input_raises_value_error_naming_the_problem(params, X, message):
 
 
 def test_predict_with_the_wrong_feature_count_is_refused(digits):
-    X, _ = _subset(digits, (1, 7))
+    X, _ = digit_subset(digits, (1, 7))
     est = seed_cpm3c(random_state=0).fit(X)
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :10])
@@ -331,7 +323,7 @@ def test_rbf_coordinates_bound_max_n_by_their_memory():
     assert spec.max_n_for(wide) * 5000 <= 60_000_000
 
 
-def test_class_elimination_is_reported_not_silent():
+def test_class_elimination_is_reported_not_silent(digits):
     # The seed's setting (linear, k-means starts) on three blobs with k = 3: every run all but
     # empties a cluster. The result must say so (warnings_ reaches the job result), not return
     # two clusters without a word.
@@ -340,7 +332,7 @@ def test_class_elimination_is_reported_not_silent():
         est = seed_cpm3c(n_clusters=3, random_state=0).fit(X)
     assert np.bincount(est.labels_, minlength=3).min() <= 1  # sizes 85 / 1 / 64
     assert est.result_extras()["warnings"] and "empty" in est.result_extras()["warnings"][0]
-    X4, _ = _subset(load_digits(return_X_y=True), (0, 6, 8, 9))
+    X4, _ = digit_subset(digits, (0, 6, 8, 9))
     assert seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS).fit(X4).warnings_ == []
 
 
@@ -354,7 +346,7 @@ def test_blobs_with_three_clusters_are_found():
 
 
 def test_kernel_pca_truncation_keeps_the_leading_components_and_the_seed_width(digits):
-    X, _ = _subset(digits, (8, 9))
+    X, _ = digit_subset(digits, (8, 9))
     est = seed_cpm3c(random_state=0, **KPCA_PARAMS).fit(X)
     # sigma = 0.4 * largest pairwise distance (the seed's sigma_0).
     diffs = X[:, None, :] - X[None, :, :]

@@ -11,23 +11,13 @@ import itertools
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from algorithms.itersvr import SEED_SETTING as SEED_PARAMS
 from algorithms.itersvr import IterSVR, balanced_bias_search
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits(return_X_y=True)
-
-
-def _pair(digits, classes):
-    X, y = digits
-    mask = np.isin(y, classes)
-    return X[mask], y[mask]
+from tests.baselines import digit_subset
 
 
 # Seed Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds are the
@@ -37,7 +27,7 @@ def _pair(digits, classes):
     [((3, 8), 0.044), ((1, 7), 0.010), ((2, 7), 0.010), ((8, 9), 0.047)],
 )
 def test_digit_pairs_match_table_1(digits, classes, max_error):
-    X, y = _pair(digits, classes)
+    X, y = digit_subset(digits, classes)
     labels = IterSVR(random_state=0, **SEED_PARAMS).fit(X).labels_
     assert clustering_error(y, labels) <= max_error
 
@@ -46,20 +36,20 @@ def test_mean_error_over_all_45_digit_pairs_matches_table_2(digits):
     # Seed Table 2: 1.82 % for iterSVR on UCI digits; accepted up to 2.3 %.
     errors = []
     for classes in itertools.combinations(range(10), 2):
-        X, y = _pair(digits, classes)
+        X, y = digit_subset(digits, classes)
         errors.append(clustering_error(y, IterSVR(random_state=0, **SEED_PARAMS).fit(X).labels_))
     assert np.mean(errors) <= 0.023
 
 
 def test_four_digit_classes_by_recursive_bisection(digits):
-    X, y = _pair(digits, (0, 6, 8, 9))
+    X, y = digit_subset(digits, (0, 6, 8, 9))
     est = IterSVR(n_clusters=4, random_state=0, **SEED_PARAMS).fit(X)
     assert sorted(np.unique(est.labels_)) == [0, 1, 2, 3]
     assert clustering_error(y, est.labels_) <= 0.08
 
 
 def test_out_of_sample_svm_labels_held_out_half(digits):
-    X, y = _pair(digits, (3, 8))
+    X, y = digit_subset(digits, (3, 8))
     rng = np.random.RandomState(0)
     train = rng.rand(X.shape[0]) < 0.5
     est = IterSVR(random_state=0, **SEED_PARAMS).fit(X[train])
@@ -68,7 +58,7 @@ def test_out_of_sample_svm_labels_held_out_half(digits):
 
 @pytest.mark.parametrize("n_clusters", [2, 4])
 def test_portable_model_round_trip_predicts_identically(digits, n_clusters):
-    X, _ = _pair(digits, (0, 6, 8, 9))
+    X, _ = digit_subset(digits, (0, 6, 8, 9))
     est = IterSVR(n_clusters=n_clusters, random_state=0).fit(X)
     meta, arrays = est.to_model()
     restored = IterSVR.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
@@ -77,7 +67,7 @@ def test_portable_model_round_trip_predicts_identically(digits, n_clusters):
 
 
 def test_decision_function_agrees_with_predict(digits):
-    X, _ = _pair(digits, (3, 8))
+    X, _ = digit_subset(digits, (3, 8))
     est = IterSVR(random_state=0).fit(X)
     np.testing.assert_array_equal(est.predict(X), (est.decision_function(X) > 0).astype(int))
     multi = IterSVR(n_clusters=3, random_state=0).fit(X)
@@ -85,7 +75,7 @@ def test_decision_function_agrees_with_predict(digits):
 
 
 def test_large_n_path_uses_nystrom_features_and_keeps_accuracy(digits):
-    X, y = _pair(digits, (3, 8))
+    X, y = digit_subset(digits, (3, 8))
     est = IterSVR(exact_max_n=100, random_state=0, **SEED_PARAMS).fit(X)
     assert est.solver_ == "nystrom"
     assert clustering_error(y, est.labels_) <= 0.044
@@ -93,7 +83,7 @@ def test_large_n_path_uses_nystrom_features_and_keeps_accuracy(digits):
 
 
 def test_progress_is_reported_every_iteration(digits):
-    X, _ = _pair(digits, (2, 7))
+    X, _ = digit_subset(digits, (2, 7))
     events = []
     IterSVR(random_state=0).fit(X, progress=lambda *event: events.append(event))
     steps = [step for step, _, _ in events]
