@@ -178,7 +178,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=1800,
         retry_safe=True,
         # O(n^2) SDP variables, cvxpy/SCS: limits measured in benchmarks/sdp_mmc.py.
-        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters),
+        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(
