@@ -56,7 +56,7 @@ def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url
     final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
     assert final["status"] == "failed"
     assert final["error"]["type"] == "SDPSolverError"
-    assert "infeasible" in final["error"]["message"] and "SCS" in final["error"]["message"]
+    assert "infeasible" in final["error"]["message"] and "lowrank" in final["error"]["message"]
 
 
 def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
