@@ -541,9 +541,9 @@ def solve_two_class_lowrank(
 ) -> TwoClassLowRank:
     """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`):
     ``min_M omega(M)`` over ``diag(M) = e``, ``-limit <= M e <= limit``, ``M >= 0``; with
-    ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (as
-    ``M_{i, i0} = y_i y_{i0}``: with a unit diagonal and ``M >= 0`` that fixes the block) and
-    S2 ``sum_{labeled i} M_ij >= 2 - t`` for each unlabeled ``j``.
+    ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by
+    construction: the labeled rows of the factor are ``y_i`` times one shared row) and S2
+    ``sum_{labeled i} M_ij >= 2 - t`` for each unlabeled ``j``.
     """
     n = K.shape[0]
     everyone = np.arange(n)
@@ -551,29 +551,36 @@ def solve_two_class_lowrank(
         bilinear(n, everyone, None, limit, inequality=True, shared_c=np.ones(n)),  # M e <= l
         bilinear(n, everyone, None, limit, inequality=True, shared_c=-np.ones(n)),  # -M e <= l
     ]
+    # S1: v_i = y_i v_anchor for the labeled points, i.e. Z = T W T^T with T mapping W's
+    # rows (the anchor, then each unlabeled point) onto all n points.
+    free = everyone
+    T = sp.identity(n, format="csr")
     if y_partial is not None:
         known = np.flatnonzero(y_partial != 0)
         unknown = np.flatnonzero(y_partial == 0)
-        if known.size > 1:  # S1
-            anchor = known[0]
-            others = known[1:]
-            blocks.append(bilinear(n, others, np.full(others.size, anchor),
-                                   y_partial[others] * y_partial[anchor]))
         if known.size and unknown.size:  # S2: -sum_{i known} M_ij <= t - 2
             indicator = np.zeros(n)
             indicator[known] = -1.0
             blocks.append(bilinear(n, unknown, None, known.size - 2.0, inequality=True,
                                    shared_c=indicator))
-    constraints = Constraints(*blocks)
+        if known.size > 1:
+            free = np.concatenate([known[:1], unknown])
+            column = np.empty(n, dtype=np.int64)
+            column[free] = np.arange(free.size)
+            column[known] = 0
+            sign = np.where(y_partial == 0, 1.0, y_partial * y_partial[known[0]])
+            T = sp.csr_matrix((sign, (everyone, column)), shape=(n, free.size))
+    constraints = map_constraints(Constraints(*blocks), T)
     r = rank or default_rank(n, n)
     rng = check_random_state(random_state)
-    V0 = spectral_start(K, r, rng)
-    objective = MarginObjective(K, beta)
-    result = solve_lowrank_sdp(objective, constraints, n, trace_bound=float(n), rank=r, tol=tol,
-                               max_iter=max_iter, V0=V0, random_state=rng,
-                               on_iteration=on_iteration, unit_rows=everyone)
+    W0 = spectral_start(K, r, rng)[free]
+    objective = MappedObjective(MarginObjective(K, beta), T)
+    result = solve_lowrank_sdp(objective, constraints, free.size, trace_bound=float(free.size),
+                               rank=r, tol=tol, max_iter=max_iter, V0=W0, random_state=rng,
+                               on_iteration=on_iteration, unit_rows=np.arange(free.size))
     raise_if_infeasible(result, f"the two-class MMC SDP (3.5), n={n}")
-    return TwoClassLowRank(M=result.matrix, omega=result.objective, result=result)
+    V = objective.to_z(result.V)
+    return TwoClassLowRank(M=V @ V.T, omega=result.objective, result=result)
 
 
 @dataclass
@@ -587,35 +594,49 @@ class RobustLowRank:
     result: LowRankSDPResult
 
 
-class _HalfSphereObjective:
-    """``f(T W T^T)`` for ``T = [[I/2, e/2], [0, 1]]``: ``Z = T W T^T`` maps ``diag(W) = e``,
-    ``W >= 0`` one to one onto ``Z >= 0``, ``Z_nn = 1``, ``Z_ii = Z_in`` (``v_i = (w_i + w_n)/2``
-    lies on the sphere of radius 1/2 around ``v_n / 2``), so the robust SDPs become programs on
-    a product of unit spheres, like (3.5). The gradient is ``T^T G T``."""
+class MappedObjective:
+    """``f(T W T^T)`` for a fixed sparse ``T`` (``Z = T W T^T``); the gradient is ``T^T G T``.
 
-    def __init__(self, inner: MarginObjective):
-        self.inner = inner
-        self.n = inner.n
+    Uses: tying rows (labeled points of S1 share one row up to sign, so ``M_ij = y_i y_j`` holds
+    exactly instead of to the solver's tolerance) and the robust SDPs' half-sphere map.
+    """
+
+    def __init__(self, inner, T: sp.csr_matrix):
+        self.inner, self.T = inner, sp.csr_matrix(T)
+        self.Tt = self.T.T.tocsr()
 
     def to_z(self, W: np.ndarray) -> np.ndarray:
-        V = np.empty_like(W)
-        V[: self.n] = (W[: self.n] + W[self.n]) / 2.0
-        V[self.n] = W[self.n]
-        return V
-
-    def _t_transpose(self, X: np.ndarray) -> np.ndarray:
-        out = np.empty_like(X)
-        out[: self.n] = X[: self.n] / 2.0
-        out[self.n] = X[: self.n].sum(axis=0) / 2.0 + X[self.n]
-        return out
+        return np.asarray(self.T @ W)
 
     def __call__(self, W: np.ndarray) -> tuple[float, np.ndarray]:
         f, GV = self.inner(self.to_z(W))
-        return f, self._t_transpose(GV)
+        return f, np.asarray(self.Tt @ GV)
 
     def gradient_matrix(self, W: np.ndarray) -> np.ndarray:
         G = self.inner.gradient_matrix(self.to_z(W))
-        return self._t_transpose(self._t_transpose(G).T)  # T^T G T (G symmetric)
+        TtG = np.asarray(self.Tt @ G)
+        return np.asarray(self.Tt @ TtG.T)  # T^T G T (G symmetric)
+
+
+def map_constraints(constraints: Constraints, T: sp.csr_matrix) -> Constraints:
+    """The same constraints on ``W`` with ``Z = T W T^T``: ``a^T Z c = (T^T a)^T W (T^T c)``."""
+    Tt = sp.csr_matrix(T).T.tocsr()
+    blocks = []
+    for block in constraints.blocks:
+        C = Tt @ block.C if block._shared else (Tt @ block.C).tocsc()
+        blocks.append(BilinearConstraints((Tt @ block.A).tocsc(), np.asarray(C).ravel()
+                                          if block._shared else C, block.b, block.inequality))
+    return Constraints(*blocks)
+
+
+def half_sphere_map(n: int) -> sp.csr_matrix:
+    """``T = [[I/2, e/2], [0, 1]]``: ``Z = T W T^T`` maps ``diag(W) = e``, ``W >= 0`` one to one
+    onto ``Z >= 0``, ``Z_nn = 1``, ``Z_ii = Z_in`` (``v_i = (w_i + w_n)/2`` lies on the sphere of
+    radius 1/2 around ``v_n / 2``), so the robust SDPs become programs on unit rows like (3.5)."""
+    rows = np.concatenate([np.arange(n), np.arange(n), [n]])
+    cols = np.concatenate([np.arange(n), np.full(n, n), [n]])
+    vals = np.concatenate([np.full(2 * n, 0.5), [1.0]])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n + 1, n + 1))
 
 
 def solve_robust_lowrank(
@@ -628,7 +649,7 @@ def solve_robust_lowrank(
     ``0 <= eta <= 1`` follows from ``Z >= 0`` (``eta_i^2 <= M_ii Z_nn = eta_i``). ``G = K o yy^T``
     (already scaled by the caller). The value is ``zeta``; REH's (6.9) is ``zeta + n``.
 
-    Solved on ``W`` with ``Z = T W T^T`` (:class:`_HalfSphereObjective`): ``diag(W) = e`` by
+    Solved on ``W`` with ``Z = T W T^T`` (:func:`half_sphere_map`): ``diag(W) = e`` by
     unit rows, the only other constraint ROD's ``sum_i W_in >= (2 rho - 1) n``.
     """
     if method not in ("reh", "rod"):
@@ -651,7 +672,7 @@ def solve_robust_lowrank(
     W0[:n] += 0.3 * rng.standard_normal((n, r))
     W0 = _unit_rows(W0)
     inner = MarginObjective(G, beta, eta_column=True, c=-1.0 if method == "reh" else 0.0)
-    objective = _HalfSphereObjective(inner)
+    objective = MappedObjective(inner, half_sphere_map(n))
     offset = float(n) if method == "reh" else 0.0
     result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,
                                max_iter=max_iter, V0=W0, random_state=rng, offset=offset,
