@@ -211,7 +211,15 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
             break
         step, improved = 1.0, False
         H_F = H[:, F]  # only the free variables move: H x updates in O(n |F|)
-        for _ in range(30):
+        # Steps: the projected Newton step, then (when a bound is near) the step to the first
+        # bound along d, which always ascends (the quadratic rises along d up to step 1),
+        # then halving along the projection arc.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
+        to_bound = float(room.min()) if room.size else 1.0
+        steps = [1.0] + ([to_bound] if 0.25 <= to_bound < 1.0 else [])
+        steps += [0.5**k for k in range(1, 30)]
+        for step in steps:
             trial = x.copy()
             trial[F] = np.clip(x[F] + step * d, 0.0, 1.0)
             H_trial = Hx + H_F @ (trial[F] - x[F])  # drift is reset by the caller's next call
@@ -219,7 +227,6 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
             if trial_value > value:
                 x, Hx, value, improved = trial, H_trial, trial_value, True
                 break
-            step *= 0.5
         if not improved:
             break
     return x
