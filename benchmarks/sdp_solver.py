@@ -5,8 +5,10 @@ Run: ``python -m benchmarks.sdp_solver [--sizes 50 100 200 400] [--lowrank-sizes
 
 * two-class SDP (3.5) on two Gaussians (``benchmarks.gmmc.two_gaussians``, RBF with the median
   width, beta 0.01, class_balance 0.1): seconds of each solver, the ratio, the relative objective
-  difference, the certified relative gap and whether the eigenvector labels agree; beyond the
-  largest ``--sizes`` only the low-rank solver runs;
+  difference, the low-rank solver's certified relative gap and how many points' eigenvector signs
+  differ; beyond the largest ``--sizes`` only the low-rank solver runs. SCS runs at the
+  estimator's default tol 1e-3, at which its own objective is off by 1e-3 to 2e-2 (the low-rank
+  value carries a certified gap of 1e-4 or less), so the difference column is mostly SCS's error;
 * the robust REH / ROD SDPs (section 6.5 data, linear kernel, C = 0.1), where the low-rank
   solver is still experimental;
 * ``--rows``: the issue's data sets through ``SDPMMC`` with its defaults, seconds and ARI:
@@ -54,7 +56,8 @@ def eigenvector_signs(M: np.ndarray) -> np.ndarray:
 
 def two_class_table(sizes, lowrank_sizes) -> None:
     print("\n### Two-class SDP (3.5): low-rank vs cvxpy/SCS (tol 1e-3), two Gaussians\n")
-    print("| n | lowrank s | SCS s | ratio | rel. objective diff | certified gap | labels agree |")
+    print("| n | lowrank s | SCS s | ratio | rel. objective diff | certified gap | "
+          "labels differ |")
     print("|---|---|---|---|---|---|---|")
     for n in [*sizes, *lowrank_sizes]:
         X, _ = two_gaussians(n=n, seed=2)
@@ -69,9 +72,10 @@ def two_class_table(sizes, lowrank_sizes) -> None:
             M, omega, _, _ = solve_two_class_sdp(K, beta=0.01, limit=limit, tol=1e-3)
             t_scs = time.perf_counter() - start
             diff = abs(low.omega - omega) / abs(omega)
-            agree = abs(eigenvector_signs(M) @ eigenvector_signs(low.M)) == n
+            agreement = abs(eigenvector_signs(M) @ eigenvector_signs(low.M))
+            differ = round(float(n - agreement) / 2)
             print(f"| {n} | {t_low:.2f} | {t_scs:.2f} | {t_scs / t_low:.1f}x | {diff:.1e} | "
-                  f"{gap:.1e} | {agree} |")
+                  f"{gap:.1e} | {differ} |")
         else:
             print(f"| {n} | {t_low:.2f} | - | - | - | {gap:.1e} | - |")
 
