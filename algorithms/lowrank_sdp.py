@@ -167,7 +167,7 @@ class Objective(Protocol):
 
 
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
-                 tol: float = 1e-12, max_iter: int = 60) -> np.ndarray:
+                 tol: float = 1e-12, max_iter: int = 200) -> np.ndarray:
     """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias).
 
     Projected Newton (Bertsekas 1982): variables at a bound whose gradient pushes outward are
@@ -184,6 +184,8 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
     Hx = H @ x
     value = p @ x - 0.5 * x @ Hx
     for _ in range(max_iter):
+        Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
+        value = p @ x - 0.5 * x @ Hx
         g = p - Hx  # ascent direction
         gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
         # Relative to the value: the outer L-BFGS needs f to many digits (noise in f stops its
