@@ -545,10 +545,15 @@ class TwoClassLowRank:
 
 def solve_two_class_lowrank(
     K: np.ndarray, *, beta: float, limit: float, y_partial: np.ndarray | None = None,
-    tol: float = 1e-4, max_iter: int = 80, rank: int | None = None, random_state=0,
+    tol: float = 1e-4, max_iter: int = 300, rank: int | None = None, random_state=0,
     on_iteration=None,
 ) -> TwoClassLowRank:
-    """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`):
+    """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
+
+    ``max_iter`` is generous: beyond n ~ 1,000 L-BFGS often stops after a few steps (its line
+    search meets the last digits of the inner SVM solve), and the outer loop restarts it many
+    times at little cost each (n = 1,200 needed more than 80 restarts).
+
     ``min_M omega(M)`` over ``diag(M) = e``, ``-limit <= M e <= limit``, ``M >= 0``; with
     ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by
     construction: the labeled rows of the factor are ``y_i`` times one shared row) and S2

@@ -589,10 +589,10 @@ def recommended_max_n(n_clusters: int, solver: str = "lowrank") -> int:
     iterations, one n x n and one (n+1) x (n+1) PSD cone); k = 4 n = 200 / 300 / 400 took
     12 / 50 / 88 s. Two-class stops at 400, before the jump at 500; multi-class at 300, leaving
     room for the n x k blocks of larger k. The low-rank two-class solver
-    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine at load 8-9 from other
-    jobs): n = 400 / 800 / 1,200 in 12 / 56 / 126 s with certified gaps below 1e-6 (SCS at 400:
-    103 s); n = 2,000 took 636 s and stopped "inaccurate" (relative gap 1.0), so the limit is
-    1,200."""
+    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, load average 1.4-2 from
+    other jobs): n = 200 / 400 / 800 / 1,200 in 0.6 / 2.8 / 17 / 64 s with certified gaps of
+    2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 took over 7 minutes and (before the
+    outer-iteration cap was raised from 80 to 300) stopped "inaccurate", so the limit is 1,200."""
     if n_clusters > 2:
         return MULTICLASS_MAX_N
     return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N
