@@ -591,8 +591,9 @@ def recommended_max_n(n_clusters: int, solver: str = "lowrank") -> int:
     room for the n x k blocks of larger k. The low-rank two-class solver
     (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, load average 1.4-2 from
     other jobs): n = 200 / 400 / 800 / 1,200 in 0.6 / 2.8 / 17 / 64 s with certified gaps of
-    2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 took over 7 minutes and (before the
-    outer-iteration cap was raised from 80 to 300) stopped "inaccurate", so the limit is 1,200."""
+    2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 certified (gap 3e-7) in 626 s, but
+    at load 8-9 the same size took 636 s for 80 of those 300 outer iterations, which could reach
+    the 1,800 s timeout; so the limit is 1,200."""
     if n_clusters > 2:
         return MULTICLASS_MAX_N
     return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N
