@@ -185,9 +185,11 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=sdp_mmc_max_n(2),
         timeout_seconds=1800,
         retry_safe=True,
-        # O(n^2) SDP variables, cvxpy/SCS: limits measured in benchmarks/sdp_mmc.py.
-        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters),
-        limits_rule=f"max_n = {sdp_mmc_max_n(2)} for n_clusters=2, {sdp_mmc_max_n(3)} for more",
+        # Limits measured in benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank).
+        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver),
+        limits_rule=(f"max_n = {sdp_mmc_max_n(2)} for n_clusters=2 on the low-rank solver, "
+                     f"{sdp_mmc_max_n(2, 'cvxpy')} with solver='cvxpy', {sdp_mmc_max_n(3)} for "
+                     "more clusters"),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(

@@ -81,6 +81,11 @@ Method = Literal["reh", "rod", "ramp"]
 # interior-point Clarabel takes 8-50 s (its KKT system has O(n^2) unknowns; shared machine) for
 # the same classifier; measurements in benchmarks/robust_svm.py.
 SDP_DEFAULT_SOLVER = "SCS"
+# solve_robust_sdp(solver="lowrank"): the shared low-rank solver (algorithms.lowrank_sdp), not
+# yet the default: on the section 6.5 data (n = 30-50) it stops with relative gaps of 1e-3 to
+# 1e-1 where SCS reaches 1e-4 (outliers drive eta_i and the rows of G o M to zero, the inner SVM
+# dual loses uniqueness and the objective its smoothness); see benchmarks/sdp_solver.py.
+LOWRANK_TOL = 1e-4
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +104,7 @@ class RobustSDPSolution:
     status: str
     solver: str
     warnings: list[str]  # reduced-accuracy notes from check_solver_status, reported with results
+    certificate: dict[str, Any] | None = None  # low-rank solver: gap, infeasibility, min eig
 
 
 def solve_robust_sdp(
@@ -132,7 +138,13 @@ def solve_robust_sdp(
     one; the maximum would let a few far outliers shrink the inliers' entries to ~1e-2 (at R = 55),
     and SCS then needs 2-4 times the iterations and returns objectives off by up to 40x at
     eps 1e-3. With both, SCS at eps 1e-4 matches Clarabel's objective to about 1e-3 relative.
+
+    ``solver="lowrank"`` (experimental, see ``LOWRANK_TOL``) solves the same program on the
+    factor of ``[[M, eta], [eta^T, 1]]`` (:func:`algorithms.lowrank_sdp.solve_robust_lowrank`),
+    with ``lambda`` the inner maximiser itself; ``"cvxpy"`` is SCS on the formulation below.
     """
+    if method not in ("reh", "rod"):
+        raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
     y = np.asarray(y, dtype=np.float64)
     n = y.size
     diag = np.abs(np.diag(K))
@@ -140,6 +152,8 @@ def solve_robust_sdp(
     G = (K / scale) * np.outer(y, y)
     G = (G + G.T) / 2.0
     beta_s = beta / scale
+    if solver == "lowrank":
+        return _solve_robust_lowrank(G, beta_s, method, rho)
 
     Z = cp.Variable((n + 1, n + 1), PSD=True)  # [[M, eta], [eta^T, 1]] >= 0  <=>  M >= eta eta^T
     M, eta = Z[:n, :n], Z[:n, n]
@@ -160,7 +174,7 @@ def solve_robust_sdp(
     else:
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
     problem = cp.Problem(cp.Minimize(zeta / n), constraints)
-    name = SDP_DEFAULT_SOLVER if solver == "auto" else solver.upper()
+    name = SDP_DEFAULT_SOLVER if solver in ("auto", "cvxpy") else solver.upper()
     options = dict(SCS_OPTIONS) if name == "SCS" else {}
     try:
         problem.solve(solver=name, **options)
@@ -179,6 +193,18 @@ def solve_robust_sdp(
         status=str(problem.status),
         solver=name,
         warnings=warnings,
+    )
+
+
+def _solve_robust_lowrank(G: np.ndarray, beta_s: float, method: str, rho: float):
+    from algorithms.lowrank_sdp import solve_robust_lowrank
+
+    solved = solve_robust_lowrank(G, beta_s, method=method, rho=rho, tol=LOWRANK_TOL)
+    result = solved.result
+    return RobustSDPSolution(
+        eta=solved.eta, M=solved.M, lam=np.clip(solved.lam, 0.0, 1.0),
+        objective=result.objective, status=result.status, solver="lowrank",
+        warnings=list(result.messages), certificate=result.certificate(),
     )
 
 
@@ -422,9 +448,10 @@ class RobustSVMParams(AlgorithmParams):
         "classifier through the origin."
     )
     max_iter: int = Field(50, ge=1, le=1000, description="ramp: alternation steps (SVM fits).")
-    solver: Literal["auto", "clarabel", "scs"] = Field(
+    solver: Literal["auto", "cvxpy", "clarabel", "scs"] = Field(
         "auto",
-        description="SDP solver: 'auto' is SCS (eps 1e-4); 'clarabel' is 10-40x slower at n = 50.",
+        description="SDP solver: 'auto' = 'cvxpy' = SCS (eps 1e-4); 'clarabel' is 10-40x "
+        "slower at n = 50.",
     )
 
 
@@ -455,9 +482,9 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         libsvm's offset.
     max_iter : int, default=50
         Ramp only: alternation steps.
-    solver : {"auto", "clarabel", "scs"}, default="auto"
-        cvxpy solver for the SDPs. ``"auto"`` is SCS at eps 1e-4 (about 1 s at 50 points, the
-        same classifiers as the interior-point Clarabel, which takes 8-50 s there).
+    solver : {"auto", "cvxpy", "clarabel", "scs"}, default="auto"
+        cvxpy solver for the SDPs. ``"auto"`` (= ``"cvxpy"``) is SCS at eps 1e-4 (about 1 s at 50
+        points, the same classifiers as the interior-point Clarabel, which takes 8-50 s there).
 
     Attributes
     ----------
@@ -487,7 +514,10 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
     objective_history_ : list of float
         Ramp: (6.7) after every step (non-increasing).
     solver_ : str
-        "CLARABEL", "SCS" or "libsvm".
+        "lowrank", "CLARABEL", "SCS" or "libsvm".
+    certificate_ : dict
+        Low-rank SDP solves: status, objective, certified lower bound, relative gap,
+        infeasibility and the dual slack's smallest eigenvalue.
     warnings_ : list of str
         Solver reports worth knowing (inaccurate SDP solutions).
     n_support_ : int
@@ -515,6 +545,7 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
     params_model = RobustSVMParams
     _result_attributes = (
         *MMCEstimatorMixin._result_attributes, "primal_objective_", "n_outliers_",
+        "certificate_",
     )
 
     def __init__(
@@ -628,6 +659,8 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_iter_ = 1
         self.objective_history_ = [solution.objective]
         self.solver_ = solution.solver
+        if solution.certificate is not None:
+            self.certificate_ = solution.certificate
         report(progress, 1, solution.objective, f"SDP {solution.status}")
 
     def _fit_ramp(self, X: np.ndarray, y: np.ndarray, progress) -> None:

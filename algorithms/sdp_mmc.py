@@ -30,7 +30,11 @@ self-similarity (``trace(K) = n``) and ``beta`` is interpreted on that scale: th
 means the same trade-off for any feature scale, and SCS sees entries of order one. The
 multi-class cone is written for ``beta * p``, which keeps ``1 / beta^2`` out of the data.
 
-Solver: cvxpy with SCS (first-order, default) or Clarabel (interior point). Measured on two
+Solver: ``"lowrank"`` (default for two classes) is the Burer-Monteiro augmented Lagrangian of
+:mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
+``certificate_``); multi-class (4.8) still goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
+``"CLARABEL"`` are the reference formulations below. cvxpy with SCS (first-order) or Clarabel
+(interior point), measured on two
 Gaussians (n = 50): SCS 1.1 s, Clarabel 10.8 s, same objective; Clarabel's dense n^2 x n^2 KKT
 system rules it out beyond n ~ 100. Labels need only the leading structure of ``M``: SCS at
 tol 1e-3 takes 275-575 iterations where its default 1e-5 took 2150 (n = 100), same labels.
@@ -74,6 +78,7 @@ from algorithms.base import (
 from algorithms.kernels import center_kernel, pairwise_kernel, resolve_gamma, squared_distances
 
 SolverName = Literal["SCS", "CLARABEL"]
+SolverParam = Literal["lowrank", "cvxpy", "SCS", "CLARABEL"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,8 +402,13 @@ class SDPMMCParams(AlgorithmParams):
         "rounding keeping the smallest margin objective.",
     )
     n_rounding: int = Field(50, ge=1, le=1000, description="Random hyperplanes for 'randomized'.")
-    solver: SolverName = Field("SCS", description="cvxpy SDP solver: SCS or CLARABEL.")
-    tol: float = Field(1e-3, gt=0, le=1e-1, description="Solver tolerance.")
+    solver: SolverParam = Field(
+        "lowrank",
+        description="'lowrank': factorized augmented Lagrangian with a duality-gap certificate "
+        "(two-class; multi-class uses SCS); 'cvxpy' (= 'SCS') or 'CLARABEL': the reference.",
+    )
+    tol: float = Field(1e-3, gt=0, le=1e-1,
+                       description="Solver tolerance (lowrank: relative gap and infeasibility).")
     max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
     random_state: RandomStateParam = None
 
@@ -427,10 +437,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         and small ``beta`` the margin objective can prefer splits that cut through classes, so the
         eigenvector (Theorem 1) is the default.
     n_rounding : int, default=50
-    solver : {"SCS", "CLARABEL"}, default="SCS"
+    solver : {"lowrank", "cvxpy", "SCS", "CLARABEL"}, default="lowrank"
+        ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (two-class; k > 2
+        runs SCS); ``"cvxpy"`` is SCS on the cvxpy formulation, the reference.
     tol : float, default=1e-3
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
+        cvxpy solver iterations.
     random_state : int or None
         Seeds randomized rounding and the k-means of multi-class recovery.
 
@@ -456,6 +469,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Two-class with randomized rounding: ``omega(yy^T)`` of the kept labeling.
     gamma_ : float
     solver_ : str
+        The solver that ran: "lowrank", "SCS" or "CLARABEL".
+    certificate_ : dict
+        Low-rank solver only: status, objective, certified lower bound, relative gap,
+        infeasibility and the dual slack's smallest eigenvalue.
     warnings_ : list of str
         Solver reports worth knowing (inaccurate solutions), returned with job results.
     classifier_ : KernelExpansionClassifier
@@ -484,7 +501,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     params_model = SDPMMCParams
     _result_attributes = (*MMCEstimatorMixin._result_attributes, "rounded_objective_",
-                          "relaxation_objective_")
+                          "relaxation_objective_", "certificate_")
 
     def __init__(
         self,
@@ -496,7 +513,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         class_balance: float = 0.1,
         rounding: str = "eigenvector",
         n_rounding: int = 50,
-        solver: str = "SCS",
+        solver: str = "lowrank",
         tol: float = 1e-3,
         max_iter: int = 20000,
         random_state: int | None = None,
@@ -539,12 +556,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                            else resolve_gamma(X, self.gamma))
         else:
             self.gamma_ = 0.0
-        self.solver_ = self.solver
+        self.solver_ = self._cvxpy_solver() if self.solver != "lowrank" or k > 2 else "lowrank"
         self.warnings_: list[str] = []
         kind = "two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}"
         report(progress, 0, None, f"building the {kind} for {n} points")
         K_raw = pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_)
-        report(progress, 1, None, f"solving the {kind} with {self.solver}")
+        report(progress, 1, None, f"solving the {kind} with {self.solver_}")
         if k == 2:
             self._fit_two_class(K_raw, labels, progress)
         else:
@@ -566,10 +583,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         signs = None
         if labels is not None:
             signs = np.where(labels < 0, 0.0, np.where(labels == 1, 1.0, -1.0))
-        M, omega, notes, self.n_iter_ = solve_two_class_sdp(
-            K, beta=self.beta, limit=limit, y_partial=signs, solver=self.solver, tol=self.tol,
-            max_iter=self.max_iter,
-        )
+        if self.solver_ == "lowrank":
+            M, omega, notes, self.n_iter_, self.certificate_ = self._solve_two_class_lowrank(
+                K, limit, signs, progress)
+        else:
+            M, omega, notes, self.n_iter_ = solve_two_class_sdp(
+                K, beta=self.beta, limit=limit, y_partial=signs, solver=self.solver_,
+                tol=self.tol, max_iter=self.max_iter,
+            )
         self.warnings_ += notes
         self.label_matrix_, self.objective_ = M, omega
         report(progress, 2, omega, f"rounding the label matrix ({self.rounding})")
@@ -599,6 +620,24 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             # cluster 0 holds the first point, as labels_from_leading_eigenvector names them
             self.labels_ = (y_pm != y_pm[0]).astype(np.int64)
 
+    def _cvxpy_solver(self) -> str:
+        return "SCS" if self.solver in ("lowrank", "cvxpy") else self.solver
+
+    def _solve_two_class_lowrank(self, K, limit, signs, progress):
+        from algorithms.lowrank_sdp import solve_two_class_lowrank
+
+        def on_iteration(step, objective, infeasibility):
+            report(progress, 1, objective,
+                   f"augmented-Lagrangian iteration {step}: infeasibility {infeasibility:.1e}")
+
+        solved = solve_two_class_lowrank(
+            K, beta=self.beta, limit=limit, y_partial=signs, tol=self.tol,
+            random_state=self.random_state if self.random_state is not None else 0,
+            on_iteration=on_iteration,
+        )
+        result = solved.result
+        return solved.M, solved.omega, list(result.messages), result.n_iter, result.certificate()
+
     def _fit_multiclass(self, K_raw: np.ndarray, labels, progress) -> None:
         K = center_kernel(K_raw)
         K = K / unit_trace_scale(K)
@@ -606,7 +645,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
         extra = {} if labels is None else {"labels": labels}
         M, D, omega, notes, self.n_iter_ = solve(
-            K, self.n_clusters, beta=self.beta, balance=self.class_balance, solver=self.solver,
+            K, self.n_clusters, beta=self.beta, balance=self.class_balance, solver=self.solver_,
             tol=self.tol, max_iter=self.max_iter, **extra,
         )
         self.warnings_ += notes
@@ -653,14 +692,22 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_support_ = self.classifier_.n_support
 
 
-def recommended_max_n(n_clusters: int) -> int:
+def recommended_max_n(n_clusters: int, solver: str = "lowrank") -> int:
     """Registry size limit, measured with ``benchmarks/sdp_mmc.py`` (SCS, tol 1e-3, 2 shared cores
     under load): two-class n = 200 / 300 / 400 / 500 took 17 / 43 / 75 / 185 s (325-575 SCS
     iterations, one n x n and one (n+1) x (n+1) PSD cone); k = 4 n = 200 / 300 / 400 took
     12 / 50 / 88 s. Two-class stops at 400, before the jump at 500; multi-class at 300, leaving
-    room for the n x k blocks of larger k."""
-    return TWO_CLASS_MAX_N if n_clusters == 2 else MULTICLASS_MAX_N
+    room for the n x k blocks of larger k. The low-rank two-class solver
+    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, load average 1.4-2 from
+    other jobs): n = 200 / 400 / 800 / 1,200 in 0.6 / 2.8 / 17 / 64 s with certified gaps of
+    2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 certified (gap 3e-7) in 626 s, but
+    at load 8-9 the same size took 636 s for 80 of those 300 outer iterations, which could reach
+    the 1,800 s timeout; so the limit is 1,200."""
+    if n_clusters > 2:
+        return MULTICLASS_MAX_N
+    return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N
 
 
 TWO_CLASS_MAX_N = 400
 MULTICLASS_MAX_N = 300
+LOWRANK_TWO_CLASS_MAX_N = 1_200

@@ -215,7 +215,7 @@ def test_infeasible_sdp_raises_with_the_solver_status():
 
 def test_inaccurate_solve_is_reported_in_warnings():
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
-    model = SDPMMC(max_iter=10).fit(X)
+    model = SDPMMC(solver="cvxpy", max_iter=10).fit(X)
     assert any("optimal_inaccurate" in w for w in model.warnings_)
     assert model.result_extras()["warnings"] == model.warnings_
 

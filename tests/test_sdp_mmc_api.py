@@ -56,7 +56,7 @@ def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url
     final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
     assert final["status"] == "failed"
     assert final["error"]["type"] == "SDPSolverError"
-    assert "infeasible" in final["error"]["message"] and "SCS" in final["error"]["message"]
+    assert "infeasible" in final["error"]["message"] and "lowrank" in final["error"]["message"]
 
 
 def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
@@ -69,3 +69,20 @@ def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url)
         response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
         assert response.status_code == 422, response.text
         assert "itersvr" in response.text and "cpm3c" in response.text
+
+
+def test_two_class_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(service_url):
+    # 450 points: above the cvxpy/SCS limit of 400 (which needed about 75 s there); the low-rank
+    # solver's certificate comes back with the result.
+    X, y = two_gaussians(n=450, seed=2)
+    spec = get_spec("sdp_mmc")
+    assert spec.max_n_for(spec.parse_params({"solver": "cvxpy"})) < 450
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {"random_state": 0}},
+               "data": {"X": X.tolist()}}
+    final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=600)
+    assert final["status"] == "succeeded", final["error"]
+    result = _result(service_url, final["id"])
+    assert clustering_error(y, result["labels"]) <= 0.03
+    certificate = result["extras"]["certificate"]
+    assert certificate["solver"] == "lowrank" and certificate["status"] == "optimal"
+    assert certificate["relative_gap"] <= 1e-3

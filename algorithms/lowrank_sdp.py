@@ -1,0 +1,699 @@
+"""One low-rank SDP solver for the convex matrix programs of SDP MMC and the robust SVM.
+
+Problem class::
+
+    min_Z  f(Z)   s.t.  <A_k, Z> = b_k (k equality),  <A_k, Z> <= b_k (k inequality),  Z >= 0
+
+with ``f`` convex and differentiable (the programs here have ``f(Z) = max_lambda`` of a function
+affine in ``Z``, so Danskin gives the gradient from the inner maximiser) and ``trace(Z) <= T`` on
+the feasible set (``diag(M) = e`` fixes it). Every ``A_k`` is a symmetrised outer product
+``sym(a_k c_k^T)``, so ``<A_k, V V^T> = (V^T a_k) . (V^T c_k)``: diagonals, entries, row sums,
+labeled blocks and cluster sizes all are of this form (:class:`BilinearConstraints`).
+
+Method (Burer & Monteiro 2003, as SDPLR): ``Z = V V^T`` with ``V`` of ``r`` columns, the
+constraints by an augmented Lagrangian (Rockafellar's form for the inequalities), each inner
+problem by L-BFGS on ``V``; the multipliers ``y`` are updated after every inner solve and the
+penalty grows only while the infeasibility lags. The cost per evaluation is ``O(N^2 r)`` instead
+of the ``O(N^3)``-``O(N^4)`` per iteration of a conic solver on the full matrix.
+
+Stopping rule: relative primal infeasibility ``max_k viol_k / (1 + |b_k|) <= tol`` and relative
+duality gap ``<= tol`` (below). Certificate: with ``G = grad f(Z)`` the dual slack is
+``S = G + sum_k y_k A_k``; for every feasible ``Z'`` (``y_k >= 0`` on inequalities),
+convexity gives ``f(Z') >= f(Z) + <G, Z' - Z> >= f(Z) - <G, Z> - y^T b + T min(0, lambda_min(S))``.
+That lower bound, the primal value ``f(Z)`` and ``lambda_min(S)`` are reported
+(:meth:`LowRankSDPResult.certificate`). A negative ``lambda_min`` means the rank was too small:
+the solver then adds the eigenvector of ``lambda_min`` as a new column (a descent direction)
+and continues.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import linalg
+from scipy.optimize import minimize
+from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
+
+from algorithms.base import SDPSolverError
+
+# ---------------------------------------------------------------------------------------------
+# Constraints <sym(a_k c_k^T), Z> (=|<=) b_k
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BilinearConstraints:
+    """Constraints ``a_k^T Z c_k = b_k`` (or ``<= b_k`` where ``inequality[k]``).
+
+    ``A`` holds the vectors ``a_k`` as sparse columns (``N x m``); ``C`` likewise, or is one dense
+    vector ``c`` shared by every constraint (row sums ``Z e``: no ``N x N`` block of ones).
+    """
+
+    A: sp.csc_matrix
+    C: sp.csc_matrix | np.ndarray
+    b: np.ndarray
+    inequality: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return int(self.b.size)
+
+    @property
+    def _shared(self) -> bool:
+        return not sp.issparse(self.C)
+
+    def values(self, V: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """``A(V V^T)`` and the projections it was computed from (reused by the adjoint)."""
+        AtV = np.asarray(self.A.T @ V)
+        CtV = (self.C @ V)[None, :] if self._shared else np.asarray(self.C.T @ V)
+        return (AtV * CtV).sum(axis=1), (AtV, CtV)
+
+    def adjoint_times(self, y: np.ndarray, cache) -> np.ndarray:
+        """``(sum_k y_k A_k) V`` from the projections of :meth:`values`."""
+        AtV, CtV = cache
+        first = self.A @ (y[:, None] * CtV)
+        if self._shared:
+            second = self.C[:, None] * (y @ AtV)[None, :]
+        else:
+            second = self.C @ (y[:, None] * AtV)
+        return 0.5 * np.asarray(first + second)
+
+    def adjoint_matrix(self, y: np.ndarray) -> np.ndarray:
+        """Dense ``sum_k y_k A_k`` (for the certificate)."""
+        if self._shared:
+            half = np.outer(np.asarray(self.A @ y).ravel(), self.C)
+        else:
+            half = (self.A @ sp.diags(y) @ self.C.T).toarray()
+        return 0.5 * (half + half.T)
+
+
+class Constraints:
+    """Several :class:`BilinearConstraints` blocks acting as one linear map ``A``."""
+
+    def __init__(self, *blocks: BilinearConstraints):
+        self.blocks = [block for block in blocks if block.m]
+        self.b = np.concatenate([block.b for block in self.blocks]) if self.blocks else np.zeros(0)
+        self.inequality = (np.concatenate([block.inequality for block in self.blocks])
+                           if self.blocks else np.zeros(0, dtype=bool))
+        self._splits = np.cumsum([block.m for block in self.blocks])[:-1]
+
+    @property
+    def m(self) -> int:
+        return int(self.b.size)
+
+    def values(self, V: np.ndarray):
+        parts = [block.values(V) for block in self.blocks]
+        values = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0)
+        return values, [part[1] for part in parts]
+
+    def adjoint_times(self, y: np.ndarray, caches) -> np.ndarray:
+        if not self.blocks:
+            return 0.0
+        out = 0.0
+        for block, part, cache in zip(self.blocks, np.split(y, self._splits), caches,
+                                      strict=True):
+            out = out + block.adjoint_times(part, cache)
+        return out
+
+    def adjoint_matrix(self, y: np.ndarray, N: int) -> np.ndarray:
+        out = np.zeros((N, N))
+        if not self.blocks:
+            return out
+        for block, part in zip(self.blocks, np.split(y, self._splits), strict=True):
+            out += block.adjoint_matrix(part)
+        return out
+
+
+def _columns(N: int, vectors) -> sp.csc_matrix:
+    """Sparse ``N x m`` from an index array (unit vectors) or a dense/sparse ``N x m`` array."""
+    if sp.issparse(vectors):
+        return sp.csc_matrix(vectors)
+    vectors = np.asarray(vectors)
+    if vectors.ndim == 1:  # indices of unit vectors
+        m = vectors.size
+        return sp.csc_matrix((np.ones(m), (vectors, np.arange(m))), shape=(N, m))
+    return sp.csc_matrix(vectors)
+
+
+def bilinear(N: int, a, c, b, *, inequality: bool = False,
+             shared_c: np.ndarray | None = None) -> BilinearConstraints:
+    """``a_k^T Z c_k (=|<=) b_k``; ``a``/``c`` index arrays (unit vectors) or ``N x m`` columns;
+    ``shared_c`` (dense ``N``) instead of ``c`` when every constraint has the same ``c``."""
+    A = _columns(N, a)
+    C = np.asarray(shared_c, dtype=np.float64) if shared_c is not None else _columns(N, c)
+    b = np.broadcast_to(np.asarray(b, dtype=np.float64), (A.shape[1],)).copy()
+    return BilinearConstraints(A, C, b, np.full(b.size, inequality))
+
+
+# ---------------------------------------------------------------------------------------------
+# Objective protocol and the box QP the programs' objectives share
+# ---------------------------------------------------------------------------------------------
+
+
+class Objective(Protocol):
+    """Convex ``f`` on ``N x N`` matrices, evaluated at ``Z = V V^T``."""
+
+    def __call__(self, V: np.ndarray) -> tuple[float, np.ndarray]:
+        """``(f(V V^T), G V)`` with ``G`` the (symmetric) gradient of ``f`` at ``V V^T``."""
+
+    def gradient_matrix(self, V: np.ndarray) -> np.ndarray:
+        """Dense ``G`` at ``V V^T`` (for the certificate)."""
+
+
+def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
+                 tol: float = 1e-12, max_iter: int = 200) -> np.ndarray:
+    """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias).
+
+    Projected Newton (Bertsekas 1982): variables at a bound whose gradient pushes outward are
+    fixed; on the rest a Newton step (Cholesky of ``H_FF``), from which variables at a bound
+    that the step would push outward are dropped (and the step recomputed); then backtracking
+    along the projection. Stops when the SVM duality gap
+    ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value.
+    Warm starts from ``x0`` usually finish in one or two steps.
+    """
+    n = p.size
+    x = np.zeros(n) if x0 is None else np.clip(x0, 0.0, 1.0)
+    scale = max(float(np.abs(np.diag(H)).max()), 1e-300)
+    ridge = 1e-10 * scale
+    Hx = H @ x
+    value = p @ x - 0.5 * x @ Hx
+    for _ in range(max_iter):
+        Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
+        value = p @ x - 0.5 * x @ Hx
+        g = p - Hx  # ascent direction
+        gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
+        # Relative to the value: the outer L-BFGS needs f to many digits (noise in f stops its
+        # line search early); Newton gets there in a step or two once the active set is right.
+        if gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
+            break
+        free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
+        F = np.flatnonzero(free)
+        d = None
+        for _ in range(10):
+            if F.size == 0:
+                break
+            H_FF = H[np.ix_(F, F)]
+            H_FF.flat[:: F.size + 1] += ridge
+            try:
+                d = linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), g[F],
+                                     check_finite=False)
+            except linalg.LinAlgError:
+                d = linalg.lstsq(H_FF, g[F], check_finite=False)[0]
+            outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
+            if not outward.any():
+                break
+            F = F[~outward]
+        if d is None or F.size == 0 or d.size != F.size:
+            break
+        step, improved = 1.0, False
+        H_F = H[:, F]  # only the free variables move: H x updates in O(n |F|)
+        # Steps: the projected Newton step, then (when a bound is near) the step to the first
+        # bound along d, which always ascends (the quadratic rises along d up to step 1),
+        # then halving along the projection arc.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
+        to_bound = float(room.min()) if room.size else 1.0
+        steps = [1.0] + ([to_bound] if 0.25 <= to_bound < 1.0 else [])
+        steps += [0.5**k for k in range(1, 30)]
+        for step in steps:
+            trial = x.copy()
+            trial[F] = np.clip(x[F] + step * d, 0.0, 1.0)
+            H_trial = Hx + H_F @ (trial[F] - x[F])  # drift is reset by the caller's next call
+            trial_value = p @ trial - 0.5 * trial @ H_trial
+            if trial_value > value:
+                x, Hx, value, improved = trial, H_trial, trial_value, True
+                break
+        if not improved:
+            break
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Result and solver
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LowRankSDPResult:
+    """Solution, multipliers and certificate of :func:`solve_lowrank_sdp`: the one status object."""
+
+    V: np.ndarray  # factor, Z = V V^T
+    y: np.ndarray  # constraint multipliers (>= 0 on inequalities)
+    objective: float  # f(Z) (+ offset)
+    lower_bound: float | None  # certified lower bound on the optimum (+ offset)
+    gap: float | None  # relative duality gap (objective - lower_bound) / scale
+    infeasibility: float  # max_k violation_k / (1 + |b_k|)
+    min_eig: float | None  # lambda_min of the dual slack S, relative to max(1, |S|_max)
+    rank: int
+    n_iter: int  # augmented-Lagrangian (outer) iterations
+    n_evals: int  # objective evaluations
+    seconds: float
+    status: str  # "optimal" or "inaccurate"
+    tol: float
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """``Z = V V^T``."""
+        return self.V @ self.V.T
+
+    def certificate(self) -> dict[str, Any]:
+        """JSON-ready status for result extras."""
+        def num(value):
+            return None if value is None else float(value)
+
+        return {
+            "solver": "lowrank", "status": self.status, "objective": num(self.objective),
+            "lower_bound": num(self.lower_bound), "relative_gap": num(self.gap),
+            "infeasibility": num(self.infeasibility), "dual_slack_min_eig": num(self.min_eig),
+            "rank": self.rank, "iterations": self.n_iter, "evaluations": self.n_evals,
+            "seconds": round(self.seconds, 3), "tol": self.tol,
+        }
+
+
+def _violations(values: np.ndarray, cons: Constraints) -> np.ndarray:
+    g = values - cons.b
+    return np.where(cons.inequality, np.maximum(g, 0.0), np.abs(g)) / (1.0 + np.abs(cons.b))
+
+
+def _min_eigenpair(S: np.ndarray) -> tuple[float, np.ndarray]:
+    w, v = linalg.eigh(S, subset_by_index=[0, 0], check_finite=False, driver="evr")
+    return float(w[0]), v[:, 0]
+
+
+def solve_lowrank_sdp(
+    objective: Objective,
+    constraints: Constraints,
+    N: int,
+    *,
+    trace_bound: float,
+    rank: int = 8,
+    tol: float = 1e-4,
+    max_iter: int = 80,
+    inner_max_iter: int = 400,
+    max_rank_increases: int = 3,
+    offset: float = 0.0,
+    V0: np.ndarray | None = None,
+    y0: np.ndarray | None = None,
+    random_state=None,
+    on_iteration: Callable[[int, float, float], None] | None = None,
+    single_thread: bool = True,
+    unit_rows: np.ndarray | None = None,
+) -> LowRankSDPResult:
+    """Minimise ``f(V V^T)`` under the constraints; see the module notes for the rules.
+
+    ``offset`` is added to reported values and sets the scale of the relative gap (a program
+    whose value is ``n + f``). ``V0``/``y0`` warm-start (re-solves with nearby data).
+    ``unit_rows``: indices ``i`` with ``Z_ii = 1`` kept by the parametrisation
+    ``v_i = w_i / ||w_i||`` (a product of spheres, as in the mixing method) instead of by
+    multipliers; their multipliers are read off stationarity for the certificate.
+    ``single_thread`` runs the BLAS under one thread: the products here are small
+    (``N x N`` times ``N x r``) and thread hand-offs cost more than they save on 2 cores.
+    """
+    start = time.perf_counter()
+    with threadpool_limits(limits=1 if single_thread else None, user_api="blas"):
+        result = _solve(objective, constraints, N, trace_bound=trace_bound, rank=rank, tol=tol,
+                        max_iter=max_iter, inner_max_iter=inner_max_iter,
+                        max_rank_increases=max_rank_increases, offset=offset, V0=V0, y0=y0,
+                        random_state=random_state, on_iteration=on_iteration,
+                        unit_rows=unit_rows)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
+           max_rank_increases, offset, V0, y0, random_state, on_iteration,
+           unit_rows) -> LowRankSDPResult:
+    rng = check_random_state(random_state)
+    r = min(rank, N)
+    if V0 is not None and V0.shape[0] == N:
+        V = V0.copy()
+    else:
+        V = rng.standard_normal((N, r)) / np.sqrt(r)
+    y = np.zeros(cons.m) if y0 is None or y0.shape != (cons.m,) else y0.copy()
+    ineq = cons.inequality
+    n_evals = 0
+
+    rows = np.zeros(0, dtype=np.int64) if unit_rows is None else np.asarray(unit_rows)
+
+    def normalise(W):
+        V = W.copy()
+        norms = np.maximum(np.linalg.norm(W[rows], axis=1), 1e-300)
+        V[rows] = W[rows] / norms[:, None]
+        return V, norms
+
+    V = normalise(V)[0]
+    f0, _ = objective(V)
+    f_scale = max(abs(f0 + offset), 1e-8)
+    mu = f_scale / max(cons.m, 1)  # penalty of the order of the objective at the start
+    mu_max = 1e8 * mu
+
+    def lagrangian(x, r):
+        nonlocal n_evals
+        n_evals += 1
+        V, norms = normalise(x.reshape(N, r))
+        f, GV = objective(V)
+        values, cache = cons.values(V)
+        g = values - cons.b
+        shifted = y + mu * g
+        y_hat = np.where(ineq, np.maximum(shifted, 0.0), shifted)
+        penalty = np.where(ineq, (y_hat**2 - y**2) / (2 * mu), y * g + 0.5 * mu * g**2).sum()
+        grad = 2.0 * (GV + cons.adjoint_times(y_hat, cache)) if cons.m else 2.0 * GV
+        if rows.size:  # chain rule through w -> w / ||w||: the tangent part, over ||w||
+            gr, vr = grad[rows], V[rows]
+            grad[rows] = (gr - np.einsum("ij,ij->i", gr, vr)[:, None] * vr) / norms[:, None]
+        # In units of the objective's scale: L-BFGS-B's ftol compares decreases against
+        # max(|f|, 1), so an objective of order 1e-2 would otherwise stop it far too early.
+        return (f + penalty) / f_scale, grad.ravel() / f_scale
+
+    messages: list[str] = []
+    infeas_old, infeas = np.inf, np.inf
+    n_iter, increases = 0, 0
+    lower_bound = gap = min_eig = None
+    f = f0
+    for n_iter in range(1, max_iter + 1):
+        r = V.shape[1]
+        inner_tol = max(1e-9, min(1e-3, 0.1 * infeas_old)) / max(N, 1)
+        result = minimize(lagrangian, V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
+                          options={"maxiter": inner_max_iter, "gtol": inner_tol, "ftol": 1e-15})
+        V = normalise(result.x.reshape(N, r))[0]
+        f, _ = objective(V)
+        values, _ = cons.values(V)
+        g = values - cons.b
+        shifted = y + mu * g
+        y = np.where(ineq, np.maximum(shifted, 0.0), shifted)
+        infeas = float(_violations(values, cons).max()) if cons.m else 0.0
+        if on_iteration is not None:
+            on_iteration(n_iter, f + offset, infeas)
+        if infeas <= tol:
+            lower_bound, gap, min_eig, direction = _certify(objective, cons, V, y, f, trace_bound,
+                                                            offset, rows)
+            if gap <= tol:
+                break
+            if (min_eig < -tol and increases < max_rank_increases and r < N):
+                # Rank too small: the eigenvector of the negative eigenvalue is a descent
+                # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
+                increases += 1
+                V = np.hstack([V, 1e-2 * direction[:, None]])
+                continue
+        if infeas > tol and infeas > 0.25 * infeas_old:
+            mu = min(4.0 * mu, mu_max)
+        infeas_old = infeas
+    status = "optimal"
+    if gap is None:
+        lower_bound, gap, min_eig, _ = _certify(objective, cons, V, y, f, trace_bound, offset,
+                                                rows)
+    if infeas > tol or gap > tol:
+        status = "inaccurate"
+        messages.append(
+            f"low-rank SDP solver stopped after {n_iter} augmented-Lagrangian iterations with "
+            f"relative gap {gap:.1e} and infeasibility {infeas:.1e} (tol {tol:.0e}, rank "
+            f"{V.shape[1]})"
+        )
+    return LowRankSDPResult(
+        V=V, y=y, objective=f + offset, lower_bound=lower_bound, gap=gap, infeasibility=infeas,
+        min_eig=min_eig, rank=V.shape[1], n_iter=n_iter, n_evals=n_evals, seconds=0.0,
+        status=status, tol=tol, messages=messages,
+    )
+
+
+def _certify(objective, cons, V, y, f, trace_bound, offset, rows):
+    """Lower bound ``f - <G, Z> - y^T b + T min(0, lambda_min(S))``, relative gap, relative
+    ``lambda_min(S)`` and its eigenvector. The multipliers of the unit rows come from
+    stationarity, ``(S V)_i = 0``: ``y_i = -<(G V + A*(y) V)_i, v_i>``."""
+    G = objective.gradient_matrix(V)
+    S = G + cons.adjoint_matrix(y, V.shape[0])
+    y_rows = -np.einsum("ij,ij->i", (S @ V)[rows], V[rows])
+    S[rows, rows] += y_rows
+    lam, vec = _min_eigenpair(S)
+    GZ = float(np.einsum("ij,ij->", V, G @ V))
+    lower = f - GZ - float(y @ cons.b) - float(y_rows.sum()) + trace_bound * min(0.0, lam)
+    scale = max(abs(f + offset), 1e-12)
+    gap = max(f - lower, 0.0) / scale
+    rel_eig = lam / max(1.0, float(np.abs(S).max()))
+    return lower + offset, gap, rel_eig, vec
+
+
+# ---------------------------------------------------------------------------------------------
+# The programs: thesis SDP (3.5) and the REH / ROD SDPs of chapter 6
+# ---------------------------------------------------------------------------------------------
+
+
+class MarginObjective:
+    """``f(Z) = max_{0 <= lambda <= 1} p^T lambda - lambda^T (K o M) lambda / (2 beta) + c e^T p``.
+
+    ``M`` is the leading ``n x n`` block of ``Z``. Two-class MMC (3.5): ``p = e``, ``c = 0``, and
+    ``f`` is the relaxed inverse squared margin ``omega(M)``. Robust SVM: ``Z = [[M, eta],
+    [eta^T, 1]]``, ``p = eta`` (its last column), ``c = -1`` (REH, (6.10) without ``+n``) or
+    ``c = 0`` (ROD). The inner maximiser ``lambda`` (an SVM dual without bias, solved by
+    :func:`solve_box_qp` warm-started from the previous one) gives the gradient by Danskin's
+    theorem: ``-(K o lambda lambda^T) / (2 beta)`` on ``M``, ``(lambda + c) / 2`` on ``eta``.
+    """
+
+    def __init__(self, K: np.ndarray, beta: float, *, eta_column: bool = False, c: float = 0.0):
+        self.K, self.beta, self.eta_column, self.c = K, float(beta), eta_column, float(c)
+        self.n = K.shape[0]
+        self.lam = np.zeros(self.n)
+
+    def _split(self, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Vn = V[: self.n]
+        p = Vn @ V[self.n] if self.eta_column else np.ones(self.n)
+        return Vn, p
+
+    def maximiser(self, V: np.ndarray) -> np.ndarray:
+        Vn, p = self._split(V)
+        H = self.K * (Vn @ Vn.T)
+        H /= self.beta
+        self.lam = solve_box_qp(H, p, self.lam)
+        return self.lam
+
+    def __call__(self, V: np.ndarray) -> tuple[float, np.ndarray]:
+        Vn, p = self._split(V)
+        lam = self.maximiser(V)
+        KLV = self.K @ (lam[:, None] * Vn)
+        quad = float(np.einsum("ij,ij->", lam[:, None] * Vn, KLV))
+        value = p @ lam - quad / (2 * self.beta) + self.c * p.sum()
+        GV = np.zeros_like(V)
+        GV[: self.n] = -(lam[:, None] * KLV) / (2 * self.beta)
+        if self.eta_column:
+            weight = (lam + self.c) / 2.0
+            GV[: self.n] += weight[:, None] * V[self.n][None, :]
+            GV[self.n] = weight @ Vn
+        return float(value), GV
+
+    def gradient_matrix(self, V: np.ndarray) -> np.ndarray:
+        lam = self.maximiser(V)
+        G = np.zeros((V.shape[0], V.shape[0]))
+        G[: self.n, : self.n] = -(self.K * np.outer(lam, lam)) / (2 * self.beta)
+        if self.eta_column:
+            G[: self.n, self.n] = G[self.n, : self.n] = (lam + self.c) / 2.0
+        return G
+
+
+def raise_if_infeasible(result: LowRankSDPResult, what: str) -> None:
+    """An augmented Lagrangian that ends far from feasibility (the penalty at its cap) means the
+    constraints admit no solution, e.g. labels that contradict the class balance."""
+    if result.infeasibility > max(100 * result.tol, 1e-2):
+        raise SDPSolverError(
+            f"lowrank solver: {what} is infeasible (constraints still violated by "
+            f"{result.infeasibility:.2g} relative after {result.n_iter} augmented-Lagrangian "
+            "iterations); check the partial labels against class_balance"
+        )
+
+
+def _unit_rows(V: np.ndarray) -> np.ndarray:
+    return V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-300)
+
+
+def spectral_start(K: np.ndarray, r: int, rng) -> np.ndarray:
+    """Unit rows of the leading ``r`` eigenvectors of ``K`` (plus a little noise, so no row
+    is zero): the label matrix of a spectral relaxation, close to the optimum of (3.5). From a
+    random start the first inner SVM duals are far from their optimum and cost many Newton
+    steps each; from here they take one or two."""
+    from scipy.sparse.linalg import eigsh
+
+    n = K.shape[0]
+    if n <= 4 * r + 10:
+        vectors = linalg.eigh(K, subset_by_index=[n - r, n - 1])[1]
+    else:
+        vectors = eigsh(K, k=r, which="LA", v0=rng.standard_normal(n))[1]
+    V = vectors * np.sqrt(n) + 1e-3 * rng.standard_normal((n, r))
+    return _unit_rows(V)
+
+
+def default_rank(n: int, n_constraints_hint: int = 0) -> int:
+    """Columns of ``V``: the optima here have rank 1-3 (labels, indicators); Pataki's bound
+    ``sqrt(2 m)`` is far larger and costs ``O(n^2 r)`` per evaluation, so a small cap is used
+    and the certificate's eigenvalue test adds columns when it was too small."""
+    return int(min(max(4, np.ceil(np.sqrt(2 * max(n_constraints_hint, 1)) / 4)), 8, n))
+
+
+@dataclass
+class TwoClassLowRank:
+    """Two-class SDP (3.5) solved by :func:`solve_lowrank_sdp`."""
+
+    M: np.ndarray
+    omega: float
+    result: LowRankSDPResult
+
+
+def solve_two_class_lowrank(
+    K: np.ndarray, *, beta: float, limit: float, y_partial: np.ndarray | None = None,
+    tol: float = 1e-4, max_iter: int = 300, rank: int | None = None, random_state=0,
+    on_iteration=None,
+) -> TwoClassLowRank:
+    """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
+
+    ``max_iter`` is generous: beyond n ~ 1,000 L-BFGS often stops after a few steps (its line
+    search meets the last digits of the inner SVM solve), and the outer loop restarts it many
+    times at little cost each (n = 1,200 needed more than 80 restarts).
+
+    ``min_M omega(M)`` over ``diag(M) = e``, ``-limit <= M e <= limit``, ``M >= 0``; with
+    ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by
+    construction: the labeled rows of the factor are ``y_i`` times one shared row) and S2
+    ``sum_{labeled i} M_ij >= 2 - t`` for each unlabeled ``j``.
+    """
+    n = K.shape[0]
+    everyone = np.arange(n)
+    blocks = [  # diag(M) = e: unit rows of the factor
+        bilinear(n, everyone, None, limit, inequality=True, shared_c=np.ones(n)),  # M e <= l
+        bilinear(n, everyone, None, limit, inequality=True, shared_c=-np.ones(n)),  # -M e <= l
+    ]
+    # S1: v_i = y_i v_anchor for the labeled points, i.e. Z = T W T^T with T mapping W's
+    # rows (the anchor, then each unlabeled point) onto all n points.
+    free = everyone
+    T = sp.identity(n, format="csr")
+    if y_partial is not None:
+        known = np.flatnonzero(y_partial != 0)
+        unknown = np.flatnonzero(y_partial == 0)
+        if known.size and unknown.size:  # S2: -sum_{i known} M_ij <= t - 2
+            indicator = np.zeros(n)
+            indicator[known] = -1.0
+            blocks.append(bilinear(n, unknown, None, known.size - 2.0, inequality=True,
+                                   shared_c=indicator))
+        if known.size > 1:
+            free = np.concatenate([known[:1], unknown])
+            column = np.empty(n, dtype=np.int64)
+            column[free] = np.arange(free.size)
+            column[known] = 0
+            sign = np.where(y_partial == 0, 1.0, y_partial * y_partial[known[0]])
+            T = sp.csr_matrix((sign, (everyone, column)), shape=(n, free.size))
+    constraints = map_constraints(Constraints(*blocks), T)
+    r = rank or default_rank(n, n)
+    rng = check_random_state(random_state)
+    W0 = spectral_start(K, r, rng)[free]
+    objective = MappedObjective(MarginObjective(K, beta), T)
+    result = solve_lowrank_sdp(objective, constraints, free.size, trace_bound=float(free.size),
+                               rank=r, tol=tol, max_iter=max_iter, V0=W0, random_state=rng,
+                               on_iteration=on_iteration, unit_rows=np.arange(free.size))
+    raise_if_infeasible(result, f"the two-class MMC SDP (3.5), n={n}")
+    V = objective.to_z(result.V)
+    return TwoClassLowRank(M=V @ V.T, omega=result.objective, result=result)
+
+
+@dataclass
+class RobustLowRank:
+    """REH / ROD SDP solved by :func:`solve_lowrank_sdp`."""
+
+    eta: np.ndarray
+    M: np.ndarray
+    lam: np.ndarray
+    value: float  # zeta of the scaled program (REH: without the "+ n")
+    result: LowRankSDPResult
+
+
+class MappedObjective:
+    """``f(T W T^T)`` for a fixed sparse ``T`` (``Z = T W T^T``); the gradient is ``T^T G T``.
+
+    Uses: tying rows (labeled points of S1 share one row up to sign, so ``M_ij = y_i y_j`` holds
+    exactly instead of to the solver's tolerance) and the robust SDPs' half-sphere map.
+    """
+
+    def __init__(self, inner, T: sp.csr_matrix):
+        self.inner, self.T = inner, sp.csr_matrix(T)
+        self.Tt = self.T.T.tocsr()
+
+    def to_z(self, W: np.ndarray) -> np.ndarray:
+        return np.asarray(self.T @ W)
+
+    def __call__(self, W: np.ndarray) -> tuple[float, np.ndarray]:
+        f, GV = self.inner(self.to_z(W))
+        return f, np.asarray(self.Tt @ GV)
+
+    def gradient_matrix(self, W: np.ndarray) -> np.ndarray:
+        G = self.inner.gradient_matrix(self.to_z(W))
+        TtG = np.asarray(self.Tt @ G)
+        return np.asarray(self.Tt @ TtG.T)  # T^T G T (G symmetric)
+
+
+def map_constraints(constraints: Constraints, T: sp.csr_matrix) -> Constraints:
+    """The same constraints on ``W`` with ``Z = T W T^T``: ``a^T Z c = (T^T a)^T W (T^T c)``."""
+    Tt = sp.csr_matrix(T).T.tocsr()
+    blocks = []
+    for block in constraints.blocks:
+        C = Tt @ block.C if block._shared else (Tt @ block.C).tocsc()
+        blocks.append(BilinearConstraints((Tt @ block.A).tocsc(), np.asarray(C).ravel()
+                                          if block._shared else C, block.b, block.inequality))
+    return Constraints(*blocks)
+
+
+def half_sphere_map(n: int) -> sp.csr_matrix:
+    """``T = [[I/2, e/2], [0, 1]]``: ``Z = T W T^T`` maps ``diag(W) = e``, ``W >= 0`` one to one
+    onto ``Z >= 0``, ``Z_nn = 1``, ``Z_ii = Z_in`` (``v_i = (w_i + w_n)/2`` lies on the sphere of
+    radius 1/2 around ``v_n / 2``), so the robust SDPs become programs on unit rows like (3.5)."""
+    rows = np.concatenate([np.arange(n), np.arange(n), [n]])
+    cols = np.concatenate([np.arange(n), np.full(n, n), [n]])
+    vals = np.concatenate([np.full(2 * n, 0.5), [1.0]])
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n + 1, n + 1))
+
+
+def solve_robust_lowrank(
+    G: np.ndarray, beta: float, *, method: str = "reh", rho: float = 0.8, tol: float = 1e-4,
+    max_iter: int = 80, rank: int | None = None, random_state=0, on_iteration=None,
+) -> RobustLowRank:
+    """The SDP of Theorem 7 (REH) or section 6.3 (ROD) on ``Z = [[M, eta], [eta^T, 1]] >= 0``:
+    ``min max_lambda lambda^T eta - lambda^T (G o M) lambda / (2 beta) - e^T eta`` (REH; ROD
+    without ``- e^T eta`` and with ``e^T eta >= rho n``) over ``diag(M) = eta``, ``Z_nn = 1``.
+    ``0 <= eta <= 1`` follows from ``Z >= 0`` (``eta_i^2 <= M_ii Z_nn = eta_i``). ``G = K o yy^T``
+    (already scaled by the caller). The value is ``zeta``; REH's (6.9) is ``zeta + n``.
+
+    Solved on ``W`` with ``Z = T W T^T`` (:func:`half_sphere_map`): ``diag(W) = e`` by
+    unit rows, the only other constraint ROD's ``sum_i W_in >= (2 rho - 1) n``.
+    """
+    if method not in ("reh", "rod"):
+        raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
+    n = G.shape[0]
+    N = n + 1
+    blocks = []
+    if method == "rod":  # e^T eta = sum_i (1 + W_in) / 2 >= rho n
+        minus = np.zeros(N)
+        minus[:n] = -1.0
+        blocks.append(bilinear(N, np.array([n]), None, (1.0 - 2.0 * rho) * n, inequality=True,
+                               shared_c=minus))
+    constraints = Constraints(*blocks)
+    r = rank or default_rank(n, n)
+    rng = check_random_state(random_state)
+    # Start at "every point an inlier": w_i = w_n (eta = e, M = ee^T), plus a little noise so
+    # the factor has full column rank.
+    W0 = np.zeros((N, r))
+    W0[:, 0] = 1.0
+    W0[:n] += 0.3 * rng.standard_normal((n, r))
+    W0 = _unit_rows(W0)
+    inner = MarginObjective(G, beta, eta_column=True, c=-1.0 if method == "reh" else 0.0)
+    objective = MappedObjective(inner, half_sphere_map(n))
+    offset = float(n) if method == "reh" else 0.0
+    result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,
+                               max_iter=max_iter, V0=W0, random_state=rng, offset=offset,
+                               on_iteration=on_iteration, unit_rows=np.arange(N))
+    raise_if_infeasible(result, f"the {method.upper()} SDP, n={n}")
+    V = objective.to_z(result.V)
+    lam = inner.maximiser(V).copy()
+    eta = np.clip(V[:n] @ V[n], 0.0, 1.0)
+    return RobustLowRank(eta=eta, M=V[:n] @ V[:n].T, lam=lam, value=result.objective - offset,
+                         result=result)

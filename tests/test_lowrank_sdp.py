@@ -1,0 +1,157 @@
+"""The shared low-rank SDP solver (algorithms.lowrank_sdp) against cvxpy on random problems.
+
+Every problem has n <= 100: the reference solves (SCS at tol 1e-5, Clarabel where it is quick)
+take a few seconds each. Objectives must agree to 1e-3 (relative), eigenvector labels exactly,
+and the certificate's lower bound must be a true lower bound.
+"""
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+from algorithms.base import SDPSolverError, balance_limit, psd_factor
+from algorithms.kernels import center_kernel, pairwise_kernel
+from algorithms.lowrank_sdp import (
+    Constraints,
+    bilinear,
+    solve_box_qp,
+    solve_lowrank_sdp,
+    solve_two_class_lowrank,
+)
+from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
+from algorithms.sdp_mmc import (
+    SDPMMC,
+    median_heuristic_gamma,
+    solve_two_class_sdp,
+    unit_trace_scale,
+)
+
+
+def _kernel(X):
+    K = center_kernel(pairwise_kernel(X, kernel="rbf", gamma=median_heuristic_gamma(X)))
+    return K / unit_trace_scale(K)
+
+
+def _signs(M):
+    v = psd_factor(M, rank=1)[:, 0]
+    return np.sign(v) * np.sign(v[0])
+
+
+def _random_two_class(seed, n):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-4, 4, size=(2, 2))
+    X, _ = make_blobs(n_samples=n, centers=centers, cluster_std=rng.uniform(0.8, 1.6),
+                      random_state=seed)
+    return _kernel(X)
+
+
+@pytest.mark.parametrize(("seed", "n"), [(0, 40), (1, 70), (2, 100)])
+def test_two_class_sdp_matches_scs_objective_and_labels(seed, n):
+    K = _random_two_class(seed, n)
+    limit = balance_limit(n, 0.1)
+    low = solve_two_class_lowrank(K, beta=0.01, limit=limit, tol=1e-4)
+    M, omega, _, _ = solve_two_class_sdp(K, beta=0.01, limit=limit, tol=1e-5)
+    assert abs(low.omega - omega) <= 1e-3 * abs(omega)
+    assert np.array_equal(_signs(low.M), _signs(M))
+    cert = low.result.certificate()
+    assert cert["status"] == "optimal" and cert["relative_gap"] <= 1e-4
+    # The certified bound is below the reference optimum (up to SCS's own accuracy).
+    assert cert["lower_bound"] <= omega * (1 + 1e-4)
+    assert np.allclose(np.diag(low.M), 1.0)
+
+
+def test_two_class_sdp_with_s1_s2_matches_clarabel():
+    rng = np.random.default_rng(3)
+    n = 40
+    K = _random_two_class(3, n)
+    partial = np.zeros(n)
+    known = rng.choice(n, size=6, replace=False)
+    partial[known] = rng.choice([-1.0, 1.0], size=6)
+    limit = balance_limit(n, 0.2)
+    low = solve_two_class_lowrank(K, beta=0.01, limit=limit, y_partial=partial, tol=1e-4)
+    M, omega, _, _ = solve_two_class_sdp(K, beta=0.01, limit=limit, y_partial=partial,
+                                         solver="CLARABEL", tol=1e-8)
+    assert abs(low.omega - omega) <= 1e-3 * abs(omega)
+    assert np.array_equal(_signs(low.M), _signs(M))
+    # S1 holds on the labeled block; S2 for every unlabeled point.
+    assert np.allclose(low.M[np.ix_(known, known)], np.outer(partial[known], partial[known]),
+                       atol=1e-3)
+    unknown = np.flatnonzero(partial == 0)
+    assert np.all(low.M[known][:, unknown].sum(axis=0) >= 2 - known.size - 1e-3)
+
+
+def test_estimator_reports_the_certificate_in_result_extras():
+    X, _ = make_blobs(n_samples=60, centers=2, random_state=4)
+    model = SDPMMC(random_state=0).fit(X)
+    assert model.solver_ == "lowrank"
+    cert = model.result_extras()["certificate"]
+    assert cert["solver"] == "lowrank" and cert["status"] == "optimal"
+    assert cert["relative_gap"] <= model.tol
+    assert cert["lower_bound"] <= cert["objective"]
+    assert cert["dual_slack_min_eig"] is not None and cert["rank"] >= 1
+    # SCS at the estimator's default tol 1e-3 is itself 4e-3 off here; at 1e-5 it is not.
+    reference = SDPMMC(solver="cvxpy", tol=1e-5, random_state=0).fit(X)
+    assert np.array_equal(model.labels_, reference.labels_)
+    assert abs(model.objective_ - reference.objective_) <= 1e-3 * abs(reference.objective_)
+
+
+def test_generic_solver_on_maxcut_by_multipliers_and_by_unit_rows_matches_cvxpy():
+    # min <C, Z> s.t. diag(Z) = e, Z >= 0: once with diag as augmented-Lagrangian equalities,
+    # once on unit rows. A linear objective exercises the certificate with G = C.
+    rng = np.random.default_rng(5)
+    n = 30
+    A = rng.standard_normal((n, n))
+    C = (A + A.T) / 2
+
+    class Linear:
+        def __call__(self, V):
+            CV = C @ V
+            return float(np.einsum("ij,ij->", V, CV)), CV
+
+        def gradient_matrix(self, V):
+            return C
+
+    Z = cp.Variable((n, n), PSD=True)
+    reference = cp.Problem(cp.Minimize(cp.trace(C @ Z)), [cp.diag(Z) == 1]).solve(
+        solver="CLARABEL")
+    everyone = np.arange(n)
+    by_multipliers = solve_lowrank_sdp(Linear(), Constraints(bilinear(n, everyone, everyone, 1.0)),
+                                       n, trace_bound=n, rank=8, tol=1e-5, random_state=0)
+    by_rows = solve_lowrank_sdp(Linear(), Constraints(), n, trace_bound=n, rank=8, tol=1e-5,
+                                random_state=0, unit_rows=everyone)
+    for result in (by_multipliers, by_rows):
+        assert result.status == "optimal", result.messages
+        assert abs(result.objective - reference) <= 1e-4 * abs(reference)
+        assert result.lower_bound <= reference + 1e-6 * abs(reference)
+
+
+def test_box_qp_matches_cvxpy():
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((50, 8))
+    H = A @ A.T
+    p = rng.uniform(0, 2, 50)
+    x = solve_box_qp(H, p)
+    v = cp.Variable(50)
+    best = cp.Problem(cp.Maximize(p @ v - 0.5 * cp.sum_squares(A.T @ v)), [v >= 0, v <= 1]).solve(
+        solver="CLARABEL")
+    assert p @ x - 0.5 * x @ H @ x >= best - 1e-7 * abs(best)
+    assert np.all((x >= 0) & (x <= 1))
+
+
+def test_contradicting_labels_raise_infeasible():
+    K = _random_two_class(7, 30)
+    with pytest.raises(SDPSolverError, match="infeasible"):
+        solve_two_class_lowrank(K, beta=0.01, limit=balance_limit(30, 0.1),
+                                y_partial=np.ones(30))
+
+
+@pytest.mark.xfail(strict=True, reason="the low-rank REH/ROD path does not reach 1e-3 yet: "
+                   "outliers make the inner SVM dual degenerate (see robust_svm.LOWRANK_TOL)")
+def test_robust_reh_lowrank_matches_scs():
+    X, y, _ = gaussians_with_ring_outliers(np.random.RandomState(0), radius=35.0,
+                                           n_per_class=12, n_outliers=6)
+    K = X @ X.T
+    low = solve_robust_sdp(K, y, 10.0, method="reh", solver="lowrank")
+    ref = solve_robust_sdp(K, y, 10.0, method="reh", solver="cvxpy")
+    assert abs(low.objective - ref.objective) <= 1e-3 * abs(ref.objective)
