@@ -140,10 +140,11 @@ def test_semi_supervised_digits_1_7_transductive_error_at_most_4_3_percent():
     assert np.array_equal(model.labels_[~unknown], partial[~unknown])
     assert np.mean(model.labels_[unknown] != y[unknown]) <= 0.043 + 1e-9
     # Baseline of Table 3.2: the supervised SVM on the 10 labeled points alone, 7.8 % on the
-    # unlabeled ones (SDP MMC 0 %); margin asserted 5 points.
+    # unlabeled ones (SDP MMC 3.3 % on the low-rank solver, the thesis's number; 0 % with SCS);
+    # margin asserted 4 points.
     svm = SVC(kernel="linear", C=100.0).fit(X[~unknown], partial[~unknown])
     svm_error = np.mean(svm.predict(X[unknown]) != y[unknown])
-    assert np.mean(model.labels_[unknown] != y[unknown]) <= svm_error - 0.05
+    assert np.mean(model.labels_[unknown] != y[unknown]) <= svm_error - 0.04
 
 
 def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
