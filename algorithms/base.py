@@ -443,6 +443,32 @@ def check_solver_status(status: str | None, *, solver: str, what: str) -> list[s
     raise SDPSolverError(f"{solver} failed on {what}: status {status!r}")
 
 
+def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
+                ) -> tuple[list[str], int]:
+    """Solve a cvxpy problem with SCS or Clarabel at ``tol`` and ``max_iter``; its status becomes
+    warnings or an :class:`SDPSolverError` (:func:`check_solver_status`).
+
+    Returns ``(warnings, solver iterations)``.
+    """
+    import warnings
+
+    import cvxpy as cp
+
+    options: dict[str, Any]
+    if solver == "SCS":
+        options = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
+    else:
+        options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
+    try:
+        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **options)
+    except cp.error.SolverError as exc:
+        raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
+    notes = check_solver_status(problem.status, solver=solver, what=what)
+    return notes, int(problem.solver_stats.num_iters or 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Out-of-sample model: SVMs trained on found labels (iterSVR section 3.2.1, thesis section 3.4)
 # ---------------------------------------------------------------------------------------------

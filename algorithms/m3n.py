@@ -30,7 +30,6 @@ New sequences are labeled by Viterbi under the learned ``(E, T)`` (the M3N's own
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -46,9 +45,9 @@ from algorithms.base import (
     ProgressCallback,
     RandomStateParam,
     SDPSolverError,
-    check_solver_status,
     clustering_error,
     report,
+    solve_conic,
 )
 from algorithms.hmm import (
     SequenceBatch,
@@ -367,17 +366,7 @@ def solve_cdhmm_relaxation(
     objective = p1 + linear / (2.0 * beta) + sum(quadratic) / (2.0 * beta) + cp.sum(t)
     problem = cp.Problem(cp.Minimize(objective), constraints)
     what = f"the CDHMM relaxation (5.28), {p1} positions"
-    if solver == "SCS":
-        options: dict[str, Any] = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
-    else:
-        options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
-    try:
-        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
-            warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver, **options)
-    except cp.error.SolverError as exc:
-        raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
-    notes = check_solver_status(problem.status, solver=solver, what=what)
+    notes, _ = solve_conic(problem, solver, tol, max_iter, what)
     if C.value is None:
         raise SDPSolverError(f"{solver} returned no solution for {what}")
     D_value = D.value if p2 > 0 else np.zeros((0, k * k))

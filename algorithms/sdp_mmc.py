@@ -45,8 +45,7 @@ with the solver's status.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -74,6 +73,7 @@ from algorithms.base import (
     psd_factor,
     randomized_rounding,
     report,
+    solve_conic,
 )
 from algorithms.kernels import center_kernel, pairwise_kernel, resolve_gamma, squared_distances
 
@@ -105,26 +105,6 @@ def unit_trace_scale(K: np.ndarray) -> float:
     return scale
 
 
-def _solve(problem, solver: str, tol: float, max_iter: int, what: str) -> tuple[list[str], int]:
-    """Solve a cvxpy problem; its status becomes warnings or an :class:`SDPSolverError`.
-
-    Returns ``(warnings, solver iterations)``.
-    """
-    import cvxpy as cp
-
-    options: dict[str, Any]
-    if solver == "SCS":
-        options = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
-    else:
-        options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
-    try:
-        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
-            warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver, **options)
-    except cp.error.SolverError as exc:
-        raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
-    notes = check_solver_status(problem.status, solver=solver, what=what)
-    return notes, int(problem.solver_stats.num_iters or 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +156,8 @@ def solve_two_class_sdp(
                     cp.sum(M[known, :][:, unknown], axis=0) >= 2.0 - known.size
                 )
     problem = cp.Problem(cp.Minimize(zeta), constraints)
-    notes, n_iter = _solve(problem, solver, tol, max_iter, f"the two-class MMC SDP (3.5), n={n}")
+    notes, n_iter = solve_conic(problem, solver, tol, max_iter,
+                                f"the two-class MMC SDP (3.5), n={n}")
     if M.value is None:
         raise SDPSolverError(f"{solver} returned no solution for the two-class SDP (3.5)")
     return np.asarray(M.value), float(problem.value), notes, n_iter
@@ -250,7 +231,7 @@ def solve_multiclass_sdp(
             Y = (labels[known][:, None] == np.arange(k)[None, :]).astype(np.float64)
             constraints += [D[known, :] == Y, M[known, :][:, known] == Y @ Y.T]
     problem = cp.Problem(cp.Minimize(zeta), constraints)
-    notes, n_iter = _solve(problem, solver, tol, max_iter,
+    notes, n_iter = solve_conic(problem, solver, tol, max_iter,
                       f"the multi-class MMC SDP (4.8), n={n}, k={k}")
     if M.value is None or D.value is None:
         raise SDPSolverError(f"{solver} returned no solution for the multi-class SDP (4.8)")
@@ -309,7 +290,7 @@ def solve_multiclass_sdp_symmetric(
     # min omega = n - e^T d - <K, M> / (2 beta), times 2 beta / n for entries of order one
     problem = cp.Problem(cp.Minimize(-(cp.sum(cp.multiply(K, M)) + 2.0 * beta * cp.sum(d)) / n),
                          constraints)
-    notes, n_iter = _solve(problem, solver, tol, max_iter,
+    notes, n_iter = solve_conic(problem, solver, tol, max_iter,
                            f"the multi-class MMC SDP (4.8), symmetric form, n={n}, k={k}")
     if M.value is None or d.value is None:
         raise SDPSolverError(f"{solver} returned no solution for the multi-class SDP (4.8)")
