@@ -22,6 +22,8 @@ from tests.conftest import TENANT_KEYS
 # A two-class SDP on 300 points runs for seconds (about 30 s on the test machine): long enough
 # to time out on.
 SLOW_X = make_blobs(n_samples=300, centers=2, random_state=0)[0]
+# SDP MMC on SCS (about 30 s here); its default low-rank solver takes about 1 s.
+SLOW = {"solver": "cvxpy"}
 # tests/test_itersvr.py, seed Table 1: iterSVR on digits 3-8 within 4.4 % error.
 DIGITS_3_8_MAX_ERROR = 0.044
 
@@ -80,7 +82,7 @@ def test_a_bad_request_raises_with_the_problems_detail_and_fields(client):
 def test_a_timeout_raises_cancels_the_job_and_leaves_no_thread(client):
     threads = threading.active_count()
     with pytest.raises(JobTimeoutError) as caught:
-        client.cluster(SLOW_X, "sdp_mmc", timeout=1.0)
+        client.cluster(SLOW_X, "sdp_mmc", timeout=1.0, **SLOW)
     assert threading.active_count() == threads
     error = caught.value
     assert isinstance(error, MMCError) and error.job_id
@@ -105,7 +107,7 @@ def test_waiting_long_polls_instead_of_polling_in_a_loop(client, service_url):
 
 
 def test_wait_times_out_without_touching_the_job(client):
-    job = client.submit(SLOW_X, "sdp_mmc")
+    job = client.submit(SLOW_X, "sdp_mmc", **SLOW)
     try:
         with pytest.raises(JobTimeoutError):
             client.wait(job["id"], timeout=0.5)
@@ -129,7 +131,7 @@ def test_submit_upload_wait_result_and_failed_jobs(client):
     assert client.wait(job["id"], timeout=300)["status"] == "succeeded"
     assert client.result(job["id"]).labels.shape == (500,)
     # A job that did not succeed has no result: the error says what became of it.
-    canceled = client.submit(SLOW_X, "sdp_mmc")
+    canceled = client.submit(SLOW_X, "sdp_mmc", **SLOW)
     client.cancel(canceled["id"])
     with pytest.raises(JobFailedError, match="canceled"):
         client.result(canceled["id"])
@@ -152,7 +154,7 @@ def test_async_client_is_the_same_api_awaited(service_url, digits_3_8):
             result = await client.cluster(X, "itersvr", random_state=0)
             labels = await client.predict(result.model_id, X[:20])
             with pytest.raises(JobTimeoutError):
-                await client.cluster(SLOW_X, "sdp_mmc", timeout=0.5)
+                await client.cluster(SLOW_X, "sdp_mmc", timeout=0.5, **SLOW)
             with pytest.raises(MMCError) as caught:
                 await client.cluster(X, "no_such_algorithm")
             return result, labels, caught.value
