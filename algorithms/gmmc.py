@@ -173,7 +173,7 @@ from algorithms.base import (
     report,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
-from algorithms.starts import small_problem_threads
+from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------
 # Kernels and the Laplacian "inverse kernel" (Remark II, section 3.3)
@@ -314,7 +314,7 @@ def solve_gmmc_lowrank(
     up to ``MAX_RANK_RAISES`` times.
 
     The loop is many small products and L-BFGS-B steps: it runs under one BLAS thread
-    (:func:`algorithms.starts.small_problem_threads`); two threads made digits 3-8 29x slower
+    (:func:`algorithms.threads.small_problem_threads`); two threads made digits 3-8 29x slower
     (82.9 s against 2.9 s with the other core busy) and 1,500 moons 12x.
     """
     rng = check_random_state(random_state)

@@ -19,7 +19,7 @@ from sklearn.metrics.pairwise import euclidean_distances, linear_kernel
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 
-from algorithms.starts import small_problem_threads
+from algorithms.threads import small_problem_threads
 
 KernelName = Literal["rbf", "linear"]
 KERNELS: tuple[str, ...] = ("rbf", "linear")
@@ -81,8 +81,7 @@ def local_scaling_gamma(
     rank = min(n_neighbors, n - 1)
     if rank < 1:
         raise ValueError("gamma='auto' needs at least two points")
-    if not sp.issparse(X):  # shifted for the same reason as in squared_distances
-        X = np.asarray(X, dtype=np.float64) - np.asarray(X, dtype=np.float64).mean(axis=0)
+    X = centred(X)
     queries = X
     if n > max_points:
         pick = check_random_state(random_state).choice(n, max_points, replace=False)
@@ -167,6 +166,15 @@ def pairwise_kernel(
     K = squared_distances(X, Y)
     K *= -gamma
     return np.exp(K, out=K)
+
+
+def centred(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.spmatrix:
+    """Dense ``X`` as float64 minus its mean (sparse ``X`` unchanged, to stay sparse): neighbour
+    searches and distances on it are exact at any offset (see :func:`squared_distances`)."""
+    if sp.issparse(X):
+        return X
+    X = np.asarray(X, dtype=np.float64)
+    return X - X.mean(axis=0)
 
 
 def squared_distances(X: np.ndarray | sp.spmatrix,

@@ -38,9 +38,9 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
 
 from algorithms.base import SDPSolverError
+from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------
 # Constraints <sym(a_k c_k^T), Z> (=|<=) b_k
@@ -303,7 +303,6 @@ def solve_lowrank_sdp(
     y0: np.ndarray | None = None,
     random_state=None,
     on_iteration: Callable[[int, float, float], None] | None = None,
-    single_thread: bool = True,
     unit_rows: np.ndarray | None = None,
 ) -> LowRankSDPResult:
     """Minimise ``f(V V^T)`` under the constraints; see the module notes for the rules.
@@ -313,11 +312,12 @@ def solve_lowrank_sdp(
     ``unit_rows``: indices ``i`` with ``Z_ii = 1`` kept by the parametrisation
     ``v_i = w_i / ||w_i||`` (a product of spheres, as in the mixing method) instead of by
     multipliers; their multipliers are read off stationarity for the certificate.
-    ``single_thread`` runs the BLAS under one thread: the products here are small
-    (``N x N`` times ``N x r``) and thread hand-offs cost more than they save on 2 cores.
+    The BLAS runs under one thread (:func:`algorithms.threads.small_problem_threads`): the
+    products here are small (``N x N`` times ``N x r``) and thread hand-offs cost more than they
+    save on 2 cores.
     """
     start = time.perf_counter()
-    with threadpool_limits(limits=1 if single_thread else None, user_api="blas"):
+    with small_problem_threads():
         result = _solve(objective, constraints, N, trace_bound=trace_bound, rank=rank, tol=tol,
                         max_iter=max_iter, inner_max_iter=inner_max_iter,
                         max_rank_increases=max_rank_increases, offset=offset, V0=V0, y0=y0,

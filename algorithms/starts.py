@@ -7,16 +7,12 @@ k-means start lies in the basin of the max-margin labeling. The default start he
 partition of the k-nearest-neighbour graph (Shi & Malik 2000; Ng, Jordan & Weiss 2002): the
 max-margin method then refines it, keeping, moving or rejecting the cut by its own objective.
 
-Small k-means calls run under one OpenMP thread: on a 2-core machine with a busy core, a 300-point
-k-means with two threads spent ~100 ms spin-waiting, against 2 ms with one.
+Small k-means calls run under one thread (:mod:`algorithms.threads`).
 """
 
 from __future__ import annotations
 
-import functools
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,30 +20,15 @@ from sklearn.cluster import KMeans
 from sklearn.manifold import spectral_embedding
 from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
-from threadpoolctl import ThreadpoolController
+
+from algorithms.kernels import centred
+from algorithms.threads import small_problem_threads
 
 # scikit-learn's SpectralClustering(affinity="nearest_neighbors") default.
 SPECTRAL_NEIGHBORS = 10
 # Above this many points the kNN graph and its eigenvectors cost more than the method itself;
 # the methods fall back to their seeds' k-means starts there.
 SPECTRAL_START_MAX_N = 5000
-
-
-@functools.cache
-def _thread_pools() -> ThreadpoolController:
-    # Finding the loaded BLAS and OpenMP libraries takes ~10 ms: once per process.
-    return ThreadpoolController()
-
-
-@contextmanager
-def small_problem_threads() -> Iterator[None]:
-    """One OpenMP and BLAS thread for the many small k-means and matrix calls of a fit.
-
-    Threads pay off for large matrix products, not for calls of a few milliseconds, where the
-    hand-off and spin-waiting of idle threads dominate (worst with another process on a core).
-    """
-    with _thread_pools().limit(limits=1):
-        yield
 
 
 def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
@@ -82,9 +63,7 @@ def spectral_partition(
     """
     n = X.shape[0]
     rng = check_random_state(random_state)
-    if not sp.issparse(X):
-        X = np.asarray(X, dtype=np.float64)
-        X = X - X.mean(axis=0)
+    X = centred(X)
     with warnings.catch_warnings(), small_problem_threads():
         graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, n - 1), include_self=True)
         affinity = 0.5 * (graph + graph.T)
