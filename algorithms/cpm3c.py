@@ -890,10 +890,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         For two clusters (binary form, ``f = w.x + b``) the scores are ``(-f/2, f/2)``, the
         Crammer-Singer pair with ``w_1 = -w_0`` that has the same labels and margins.
         """
-        F = self._scores(X)
-        if F.shape[1] == 1:
-            return np.hstack([-F / 2, F / 2])
-        return F
+        return self._pair_form(self._scores(X))
+
+    @staticmethod
+    def _pair_form(F: np.ndarray) -> np.ndarray:
+        return np.hstack([-F / 2, F / 2]) if F.shape[1] == 1 else F
 
     def predict(self, X) -> np.ndarray:
         """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the seed's own rule."""
@@ -902,7 +903,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one evaluation of the scores."""
         F = self._scores(X)
-        return labels_from_scores(F), (np.hstack([-F / 2, F / 2]) if F.shape[1] == 1 else F)
+        return labels_from_scores(F), self._pair_form(F)
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

@@ -736,12 +736,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def decision_function(self, X) -> np.ndarray:
         """SVM decision value (n,) for two clusters (positive means cluster of the right child);
         for more, an (n, k) matrix whose argmax is the predicted cluster."""
-        values = self._node_values(X)
-        scores = _path_margins(values, self.tree_, self.n_clusters)
-        if self.n_clusters == 2:
-            root = self.tree_[0]
-            return values[:, 0] if self.tree_[root["right"]]["label"] == 1 else -values[:, 0]
-        return scores
+        return self.predict_with_decision(X)[1]
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by the tree of SVMs trained on the final labels."""
