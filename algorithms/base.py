@@ -474,6 +474,10 @@ def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
 # ---------------------------------------------------------------------------------------------
 
 
+# Kernel entries evaluated at once by KernelExpansionClassifier.decision_function (128 MB).
+DECISION_BLOCK_ENTRIES = 16_000_000
+
+
 class KernelExpansionClassifier:
     """``f_c(x) = sum_j K(x, s_j) a_jc + b_c`` over support vectors ``s_j``, one column per class.
 
@@ -533,9 +537,22 @@ class KernelExpansionClassifier:
         dual = np.stack(columns, axis=1)[support_index]
         return cls(X[known][support_index], dual, np.array(intercepts), classes, kernel, gamma)
 
+    @classmethod
+    def from_binary_svc(cls, X: np.ndarray, svm: SVC, kernel: str, gamma: float
+                        ) -> KernelExpansionClassifier:
+        """The classifier of an ``SVC(kernel="precomputed")`` already trained on the kernel of
+        ``X`` with two classes (positive decision means the second), instead of a second fit."""
+        return cls(X[svm.support_], svm.dual_coef_[0][:, None], svm.intercept_[:1],
+                   np.array([0, 1]), kernel, gamma)
+
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        scores = pairwise_kernel(X, self.support_vectors, kernel=self.kernel, gamma=self.gamma)
-        values = scores @ self.dual_coef + self.intercept[None, :]
+        # In row blocks, so a large X never holds its whole n x n_support kernel at once.
+        rows = max(1, DECISION_BLOCK_ENTRIES // max(1, self.support_vectors.shape[0]))
+        values = np.empty((X.shape[0], self.dual_coef.shape[1]))
+        for start in range(0, X.shape[0], rows):
+            block = pairwise_kernel(X[start:start + rows], self.support_vectors,
+                                    kernel=self.kernel, gamma=self.gamma)
+            values[start:start + rows] = block @ self.dual_coef + self.intercept[None, :]
         return values[:, 0] if values.shape[1] == 1 else values
 
     def predict(self, X: np.ndarray) -> np.ndarray:

@@ -22,9 +22,11 @@ cluster whose split has the lowest margin objective *per point* is split. Dividi
 size makes clusters of different sizes comparable (the objective is a sum over points); a cluster
 that is really two groups splits with a wide margin and few violations, a homogeneous one does not.
 
-Large n: above ``exact_max_n`` points (or with ``solver="nystrom"``) the kernel matrix is replaced
-by Nystrom features and the SVR/SVM by their linear versions (liblinear) with the same losses, so
-memory is O(n m) instead of O(n^2).
+Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
+random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
+the sample's clusters (the out-of-sample classifier of section 3.2.1): O(m^2) for the clustering and
+O(n n_SV) for the labels, instead of O(n^2) memory (``benchmarks/itersvr.py`` records the
+Nystrom-features path it replaced).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
-from scipy.linalg import cho_factor, cho_solve
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.svm import SVC, SVR
 from sklearn.utils import check_random_state
@@ -55,7 +56,7 @@ from algorithms.base import (
     check_clustering_input,
     report,
 )
-from algorithms.kernels import NystromMap, pairwise_kernel, resolve_gamma
+from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_labels, spectral_partition
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def balanced_bias_search(f: np.ndarray, limit: float) -> tuple[np.ndarray, float
 
 
 # ---------------------------------------------------------------------------------------------
-# The two representations of the kernel: exact matrix, or Nystrom features for large n
+# The kernel matrix of the points being clustered
 # ---------------------------------------------------------------------------------------------
 
 
@@ -126,6 +127,9 @@ def balanced_bias_search(f: np.ndarray, limit: float) -> tuple[np.ndarray, float
 # and the defaults suite, 2-5x faster: with a local kernel every point is a support vector of the
 # epsilon = 0 SVR and the last digits of the duals never change a sign.
 SVR_TOL = 1e-2
+# libsvm tolerance of the hinge-loss SVMs: they score a labeling by (2) and the kept one serves
+# as the out-of-sample classifier, so it is solved as tightly as KernelExpansionClassifier.fit.
+SVM_TOL = 1e-4
 
 
 class _ExactKernel:
@@ -143,134 +147,16 @@ class _ExactKernel:
         svr.fit(self.K, y)
         return self.K[:, svr.support_] @ svr.dual_coef_[0]
 
-    def margin_objective(self, y: np.ndarray, C: float) -> float:
-        """Objective (2) of a labeling: hinge-loss SVM primal ``1/2 ||w||^2 + C sum xi``."""
-        svm = SVC(kernel="precomputed", C=C, tol=1e-3)
+    def margin_objective(self, y: np.ndarray, C: float) -> tuple[float, SVC]:
+        """Objective (2) of a labeling, the hinge-loss SVM primal ``1/2 ||w||^2 + C sum xi``,
+        and that SVM (it becomes the out-of-sample classifier if this labeling is kept)."""
+        svm = SVC(kernel="precomputed", C=C, tol=SVM_TOL)
         svm.fit(self.K, y)
         alpha = svm.dual_coef_[0]
         K_sv = self.K[:, svm.support_]
         f = K_sv @ alpha + svm.intercept_[0]
         norm_w2 = float(alpha @ K_sv[svm.support_] @ alpha)
-        return 0.5 * norm_w2 + C * float(np.maximum(0.0, 1.0 - y * f).sum())
-
-    def classifier(self, X: np.ndarray, labels: np.ndarray, C: float, kernel: str, gamma: float):
-        return KernelExpansionClassifier.fit(X, labels, kernel=kernel, gamma=gamma, C=C, K=self.K)
-
-
-class LinearLossADMM:
-    """ADMM for ``min_{w,b} 1/2 ||w||^2 + C sum_i loss_i(z_i^T w + b)`` on explicit features Z.
-
-    The loss is the Laplacian ``|t - y_i|`` (the SVR (6) with epsilon = 0) or the hinge
-    ``max(0, 1 - y_i t)`` (the SVM of objective (2)); both have closed-form proximal operators.
-    Splitting ``t = A theta`` with ``A = [Z, 1]``, the theta-step solves the same
-    ``(D + rho A^T A)`` system every time, so its Cholesky factor is computed once per ``rho`` and
-    reused across iterations, iterSVR steps and restarts; each iteration then costs O(n m).
-    liblinear's dual coordinate descent needs thousands of epochs at the seed's C = 500, which
-    is why this solver, not ``LinearSVR``, serves the large-n path. Warm starts carry ``theta``
-    and the scaled dual between calls.
-    """
-
-    def __init__(self, Z: np.ndarray, C: float, *, tol: float = 1e-4, max_iter: int = 100):
-        self.A = np.hstack([Z, np.ones((Z.shape[0], 1))])
-        self.C = C
-        self.tol = tol
-        self.max_iter = max_iter
-        self.gram = self.A.T @ self.A
-        # The bias is not regularised; a tiny ridge keeps the system positive definite.
-        self.ridge = np.ones(self.A.shape[1])
-        self.ridge[-1] = 1e-8
-        self.rho = C / max(1.0, float(np.sqrt(Z.shape[0])))
-        self._factor = None
-        self.theta = np.zeros(self.A.shape[1])
-        self._state: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def _factorize(self) -> None:
-        self._factor = cho_factor(np.diag(self.ridge) + self.rho * self.gram)
-
-    def _solve(self, rhs: np.ndarray) -> np.ndarray:
-        return cho_solve(self._factor, rhs)
-
-    @staticmethod
-    def _prox(v: np.ndarray, y: np.ndarray, step: float, loss: str) -> np.ndarray:
-        if loss == "laplacian":  # prox of step * |t - y|: soft-threshold around y
-            d = v - y
-            return y + np.sign(d) * np.maximum(np.abs(d) - step, 0.0)
-        margin = y * v  # prox of step * max(0, 1 - y t), y in {-1, +1}
-        return np.where(margin >= 1.0, v, np.where(margin <= 1.0 - step, v + step * y, y))
-
-    def fit(self, y: np.ndarray, loss: str) -> np.ndarray:
-        """Returns ``theta = (w, b)``, warm-started from the previous call with the same loss.
-
-        Successive iterSVR steps change few labels, so the previous split variable and scaled
-        dual are close to the new solution and a few dozen iterations suffice.
-        """
-        if self._factor is None:
-            self._factorize()
-        A = self.A
-        n, p = A.shape
-        theta, t, u = self._state.get(loss, (self.theta, A @ self.theta, np.zeros(n)))
-        for iteration in range(1, self.max_iter + 1):
-            theta = self._solve(self.rho * (A.T @ (t - u)))
-            At = A @ theta
-            t_old = t
-            t = self._prox(At + u, y, self.C / self.rho, loss)
-            u = u + At - t
-            primal = np.linalg.norm(At - t)
-            dual = self.rho * np.linalg.norm(A.T @ (t - t_old))
-            if (primal <= self.tol * (np.sqrt(n) + max(np.linalg.norm(At), np.linalg.norm(t)))
-                    and dual <= self.tol * (np.sqrt(p) + self.rho * np.linalg.norm(A.T @ u))):
-                break
-            # Residual balancing (Boyd et al. 2011, 3.4.1), checked sparingly: each change of rho
-            # costs a new O(m^3) factorisation.
-            if iteration % 20 == 0 and (primal > 10 * dual or dual > 10 * primal):
-                scale = 2.0 if primal > dual else 0.5
-                self.rho *= scale
-                u = u / scale
-                for key, (th, tt, uu) in self._state.items():
-                    self._state[key] = (th, tt, uu / scale)
-                self._factorize()
-        self.theta = theta
-        self._state[loss] = (theta, t, u)
-        return theta
-
-    def objective(self, theta: np.ndarray, y: np.ndarray, loss: str) -> float:
-        f = self.A @ theta
-        losses = np.abs(f - y) if loss == "laplacian" else np.maximum(0.0, 1.0 - y * f)
-        return 0.5 * float(theta[:-1] @ theta[:-1]) + self.C * float(losses.sum())
-
-
-class _NystromFeatures:
-    """Explicit features ``Z = phi(X)``: the SVR and SVM solved in Z approximate the kernel ones."""
-
-    def __init__(self, Z: np.ndarray, feature_map: NystromMap):
-        self.Z = Z
-        self.feature_map = feature_map
-        self._solvers: dict[float, LinearLossADMM] = {}
-
-    def subset(self, index: np.ndarray) -> _NystromFeatures:
-        return _NystromFeatures(self.Z[index], self.feature_map)
-
-    def _solver(self, C: float) -> LinearLossADMM:
-        if C not in self._solvers:
-            self._solvers[C] = LinearLossADMM(self.Z, C)
-        return self._solvers[C]
-
-    def svr_scores(self, y: np.ndarray, C: float) -> np.ndarray:
-        theta = self._solver(C).fit(y, "laplacian")
-        return self.Z @ theta[:-1]
-
-    def margin_objective(self, y: np.ndarray, C: float) -> float:
-        solver = self._solver(C)
-        return solver.objective(solver.fit(y, "hinge"), y, "hinge")
-
-    def classifier(self, X: np.ndarray, labels: np.ndarray, C: float, kernel: str, gamma: float):
-        # f(x) = phi(x) w + b = K(x, landmarks) (P w) + b: a kernel expansion over the landmarks.
-        theta = self._solver(C).fit(np.where(labels == 1, 1.0, -1.0), "hinge")
-        fm = self.feature_map
-        return KernelExpansionClassifier(
-            fm.landmarks, (fm.projection @ theta[:-1])[:, None], theta[-1:],
-            np.array([0, 1]), fm.kernel, fm.gamma,
-        )
+        return 0.5 * norm_w2 + C * float(np.maximum(0.0, 1.0 - y * f).sum()), svm
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,6 +171,7 @@ class BinarySplit:
     y: np.ndarray
     objective: float
     n_iter: int
+    svm: SVC  # the hinge-loss SVM of objective (2) on ``y`` (kernel of the split's points)
 
 
 def far_apart_prototypes(X: np.ndarray) -> np.ndarray:
@@ -314,7 +201,7 @@ def kmeans_initial_labelings(
 
 
 def iterate_svr(
-    space: _ExactKernel | _NystromFeatures,
+    space: _ExactKernel,
     y: np.ndarray,
     *,
     C: float,
@@ -395,7 +282,7 @@ def initial_labelings(
 
 def cluster_binary(
     X: np.ndarray,
-    space: _ExactKernel | _NystromFeatures,
+    space: _ExactKernel,
     *,
     C: float,
     class_balance: float,
@@ -419,13 +306,14 @@ def cluster_binary(
         if y.tobytes() in scored:
             continue
         scored.add(y.tobytes())
-        objective = space.margin_objective(y, C)
+        objective, svm = space.margin_objective(y, C)
         if best is None or objective < best.objective:
-            best = BinarySplit(y, objective, n_iter)
+            best = BinarySplit(y, objective, n_iter, svm)
     if best is None:  # k-means put everything in one cluster every time: split on the SVR alone
         y, n_iter = iterate_svr(space, np.where(np.arange(X.shape[0]) % 2 == 0, 1.0, -1.0),
                                 C=C, limit=limit, max_iter=max_iter, on_iteration=on_iteration)
-        best = BinarySplit(y, space.margin_objective(y, C), n_iter)
+        objective, svm = space.margin_objective(y, C)
+        best = BinarySplit(y, objective, n_iter, svm)
     return best
 
 
@@ -493,11 +381,18 @@ class IterSVRParams(AlgorithmParams):
     )
     n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
     max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
-    solver: Literal["auto", "exact", "nystrom"] = Field(
-        "auto", description="'exact' kernel matrix, 'nystrom' features, 'auto' by exact_max_n."
+    solver: Literal["auto", "exact", "sample"] = Field(
+        "auto",
+        description=(
+            "'exact': cluster every point (kernel matrix of all points); 'sample': cluster a "
+            "random sample of exact_max_n points and label the rest by the SVM tree; 'auto': "
+            "exact up to exact_max_n points, sample above."
+        ),
     )
-    exact_max_n: int = Field(1500, ge=2, le=20000, description="Largest n for the exact kernel.")
-    n_components: int = Field(300, ge=10, le=5000, description="Nystrom landmarks (large n).")
+    exact_max_n: int = Field(
+        1500, ge=2, le=20000,
+        description="Largest n clustered exactly; the sample size above it.",
+    )
     random_state: RandomStateParam = None
 
 
@@ -528,12 +423,12 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         k-means restarts; the labeling with the best objective (2) is kept.
     max_iter : int, default=50
         Maximum SVR iterations per binary split (the seed reports about 10).
-    solver : {"auto", "exact", "nystrom"}, default="auto"
-        Exact kernel matrix, or Nystrom features with liblinear for large n; "auto" uses the exact
-        kernel up to ``exact_max_n`` points.
+    solver : {"auto", "exact", "sample"}, default="auto"
+        "exact" clusters every point with the full kernel matrix; "sample" clusters a uniform
+        random sample of ``exact_max_n`` points and labels every point by the tree of SVMs trained
+        on the sample (section 3.2.1); "auto" is exact up to ``exact_max_n`` points.
     exact_max_n : int, default=1500
-    n_components : int, default=300
-        Nystrom landmarks on the large-n path.
+        Largest n clustered exactly, and the sample size above it.
     random_state : int or None
 
     Attributes
@@ -547,7 +442,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     gamma_ : float
         The RBF width used.
     solver_ : str
-        "exact" or "nystrom".
+        "exact" or "sample".
+    n_fit_samples_ : int
+        Points the clustering was computed on (``exact_max_n`` for "sample", else n).
     tree_ : list of dict
         Bisection tree: internal nodes hold the index of their SVM, leaves their cluster.
     classifiers_ : list of KernelExpansionClassifier
@@ -588,7 +485,6 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         max_iter: int = 50,
         solver: str = "auto",
         exact_max_n: int = 1500,
-        n_components: int = 300,
         random_state: int | None = None,
     ):
         self.n_clusters = n_clusters
@@ -602,18 +498,14 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.solver = solver
         self.exact_max_n = exact_max_n
-        self.n_components = n_components
         self.random_state = random_state
 
     # -- fitting ----------------------------------------------------------------------------------
-    def _build_space(self, X: np.ndarray, rng: np.random.RandomState):
-        n = X.shape[0]
-        use_exact = self.solver == "exact" or (self.solver == "auto" and n <= self.exact_max_n)
-        if use_exact:
-            return "exact", _ExactKernel(pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_))
-        feature_map = NystromMap.fit(X, n_components=self.n_components, kernel=self.kernel,
-                                     gamma=self.gamma_, random_state=rng)
-        return "nystrom", _NystromFeatures(feature_map.transform(X), feature_map)
+    def _fit_sample(self, n: int, rng: np.random.RandomState) -> np.ndarray | None:
+        """Indices of the points clustered exactly on the large-n path, or None for all."""
+        if self.solver == "exact" or n <= self.exact_max_n:
+            return None
+        return np.sort(rng.choice(n, size=self.exact_max_n, replace=False))
 
     def _split_balance(self) -> float:
         """Balance fraction ``l / n`` used by each binary split.
@@ -654,11 +546,15 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
         rng = check_random_state(self.random_state)
+        sample = self._fit_sample(X.shape[0], rng)
+        X_all, X = X, (X if sample is None else X[sample])
+        self.solver_ = "exact" if sample is None else "sample"
+        self.n_fit_samples_ = X.shape[0]
         rbf = self.kernel == "rbf"
         self.gamma_ = (resolve_gamma(X, self.gamma, self.width_factor, random_state=rng)
                        if rbf else 0.0)
         report(progress, 0, None, f"computing the {self.kernel} kernel for {X.shape[0]} points")
-        self.solver_, space = self._build_space(X, rng)
+        space = _ExactKernel(pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_))
 
         step = 0
 
@@ -705,24 +601,26 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.labels_[nodes[leaf].index] = label
         self.objective_ = float(objective)
         self.n_iter_ = int(n_iter)
-        self._fit_tree(X, space, nodes)
+        self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
+        if sample is not None:
+            report(progress, step + 1, self.objective_,
+                   f"labelling all {X_all.shape[0]} points with the SVM tree")
+            self.labels_ = self.predict(X_all)
         return self
 
-    def _fit_tree(self, X: np.ndarray, space, nodes: list[_Node]) -> None:
-        """One sparse SVM per internal node on its final split (section 3.2.1)."""
+    def _fit_tree(self, X: np.ndarray, nodes: list[_Node]) -> None:
+        """One sparse SVM per internal node on its final split (section 3.2.1): the hinge-loss
+        SVM that scored the kept split by (2), not a second fit."""
         self.classifiers_: list[KernelExpansionClassifier] = []
         self.tree_: list[dict[str, Any]] = []
         for node in nodes:
             if node.label is not None:
                 self.tree_.append({"label": node.label, "left": None, "right": None, "svm": None})
                 continue
-            side = np.zeros(node.index.size, dtype=np.int64)
-            side[np.isin(node.index, nodes[node.right].index)] = 1
-            sub_space = space if node.index.size == X.shape[0] else space.subset(node.index)
-            self.classifiers_.append(
-                sub_space.classifier(X[node.index], side, self.C, self.kernel, self.gamma_)
-            )
+            # The split's y > 0 side is the right child, the positive class of its SVM.
+            self.classifiers_.append(KernelExpansionClassifier.from_binary_svc(
+                X[node.index], node.split.svm, self.kernel, self.gamma_))
             self.tree_.append({"label": None, "left": node.left, "right": node.right,
                                "svm": len(self.classifiers_) - 1})
         self.n_support_ = int(sum(c.n_support for c in self.classifiers_))
@@ -757,7 +655,8 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _export_state(self):
         state: dict[str, Any] = {
             "gamma_": self.gamma_, "solver_": self.solver_, "objective_": self.objective_,
-            "n_iter_": self.n_iter_, "tree_": self.tree_, "svms": [],
+            "n_iter_": self.n_iter_, "n_fit_samples_": self.n_fit_samples_, "tree_": self.tree_,
+            "svms": [],
         }
         arrays: dict[str, np.ndarray] = {"labels_": self.labels_}
         for i, classifier in enumerate(self.classifiers_):
@@ -771,8 +670,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.solver_ = state["solver_"]
         self.objective_ = float(state["objective_"])
         self.n_iter_ = int(state["n_iter_"])
-        self.tree_ = state["tree_"]
         self.labels_ = arrays["labels_"]
+        self.n_fit_samples_ = int(state.get("n_fit_samples_", self.labels_.size))
+        self.tree_ = state["tree_"]
         self.classifiers_ = [
             KernelExpansionClassifier.from_export(meta, arrays, prefix=f"svm{i}_")
             for i, meta in enumerate(state["svms"])

@@ -40,6 +40,33 @@ def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
     return km.labels_, km.cluster_centers_
 
 
+def kmeans_partitions(X, n_clusters: int, *, n_init: int = 10, n_partitions: int,
+                      random_state=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The distinct partitions among ``n_init`` k-means++ runs, lowest inertia first.
+
+    Up to ``n_partitions`` ``(labels, centres)``: restarts of a non-convex method from the best
+    distinct local optima of one pool of runs, instead of one best-of-``n_init`` per restart (three
+    pools cost three times as much and often return the same partition).
+    """
+    rng = check_random_state(random_state)
+    if n_partitions == 1:  # one KMeans call with n_init runs: half the cost of n_init calls
+        return [kmeans_labels(X, n_clusters, n_init=n_init, random_state=rng)]
+    runs = []
+    with small_problem_threads():
+        for _ in range(n_init):
+            km = KMeans(n_clusters=n_clusters, n_init=1,
+                        random_state=rng.randint(2**31 - 1)).fit(X)
+            runs.append((km.inertia_, km.labels_, km.cluster_centers_))
+    runs.sort(key=lambda run: run[0])
+    partitions, seen = [], set()
+    for _, labels, centres in runs:
+        key = partition_key(labels)
+        if key not in seen and len(partitions) < n_partitions:
+            seen.add(key)
+            partitions.append((labels, centres))
+    return partitions
+
+
 def partition_key(labels: np.ndarray) -> bytes:
     """The same bytes for two labelings that are one partition (clusters renamed)."""
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)

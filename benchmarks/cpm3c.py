@@ -21,7 +21,8 @@ from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C, SEED_SETTING
 
 K4_PARAMS = {"C": 3.0, "class_balance": 0.0}
-PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4}  # the setting of the 45-pair mean
+# The setting of the 45-pair mean, selected on this data (n_restarts=1, the default: 98.47 %).
+PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4, "n_restarts": 3}
 # Seed protocol (sections 2.1, 4.2): kernel PCA (every point a landmark), top 20 components,
 # sigma = 0.4 sigma_0 from the grid {0.1 sigma_0, ..., sigma_0}, sigma_0 the largest distance.
 KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor": 0.4,
