@@ -57,7 +57,7 @@ from algorithms.base import (
     report,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
-from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_labels, spectral_partition
+from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_runs, spectral_partition
 
 # ---------------------------------------------------------------------------------------------
 # Section 3.3: the class-balanced bias search, problem (8)
@@ -186,10 +186,9 @@ def kmeans_initial_labelings(
 ) -> list[np.ndarray]:
     """Distinct 2-means labelings in {-1, +1}: far-apart prototypes first, then k-means++ seeds."""
     labelings, seen = [], set()
-    for restart in range(n_init):
-        init = far_apart_prototypes(X) if restart == 0 else "k-means++"
-        labels, _ = kmeans_labels(X, 2, init=init, n_init=1,
-                                  random_state=rng.randint(2**31 - 1))
+    runs = kmeans_runs(X, 2, n_init=n_init, first_centres=far_apart_prototypes(X),
+                       random_state=rng.randint(2**31 - 1))
+    for _, labels, _ in runs:
         if labels.min() == labels.max():
             continue
         canonical = labels if labels[0] == 0 else 1 - labels  # the same split, either name

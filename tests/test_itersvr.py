@@ -152,8 +152,8 @@ def test_blobs_with_three_clusters_are_found():
     assert clustering_error(y, IterSVR(n_clusters=3, random_state=0).fit_predict(X)) <= 0.02
 
 
-# Not applicable: these checks first set n_clusters=1 (and n_components=1), a configuration the
-# issue requires IterSVR to refuse (n_clusters < 2 is a ValueError; Nystrom needs >= 10 landmarks).
+# Not applicable: these checks first set n_clusters=1, a configuration IterSVR refuses by contract
+# (n_clusters < 2 is a ValueError).
 _SETS_ONE_CLUSTER = "sets n_clusters=1, which IterSVR rejects by contract"
 _SKIPPED_CHECKS = {
     check: _SETS_ONE_CLUSTER
@@ -161,7 +161,6 @@ _SKIPPED_CHECKS = {
         "check_dont_overwrite_parameters",
         "check_fit2d_predict1d",
         "check_methods_subset_invariance",
-        "check_methods_sample_order_invariance",
         "check_fit2d_1sample",
         "check_fit2d_1feature",
     )
