@@ -18,7 +18,8 @@ RUN pip install --upgrade pip && pip install -c constraints.txt .
 FROM python:3.11-slim
 RUN useradd --create-home --uid 10001 mmc
 COPY --from=build /opt/venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    NUMBA_CACHE_DIR=/home/mmc/.cache/numba
 USER mmc
 WORKDIR /home/mmc
 EXPOSE 8000

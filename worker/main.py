@@ -9,6 +9,7 @@ from redis import Redis
 from rq import Worker
 
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
+from algorithms.dual_qp import compiled_smo
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from worker.plots import warm_up
@@ -33,6 +34,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
     warm_up()
+    compiled_smo()  # load the compiled SMO once, not in every work horse
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
