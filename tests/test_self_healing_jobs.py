@@ -3,7 +3,8 @@ workers: the sweeper finds a lost job that nobody polls (and its webhook goes ou
 job whose record was created but never enqueued (its dataset kept alive meanwhile), a stale
 attempt frozen with SIGSTOP and resumed after its job was re-queued changes nothing, and a job
 past the per-job memory cap fails with a message while the worker serves the next job, and
-webhooks are delivered off the job's work horse, retried by RQ's scheduler under one webhook-id."""
+webhooks are delivered off the job's work horse, retried by RQ's scheduler under one webhook-id,
+also to a receiver that was down for two minutes (an outage that runs beside the other tests)."""
 
 from __future__ import annotations
 
@@ -76,8 +77,9 @@ def deployment(tmp_path_factory):
         "MMC_JOB_MEMORY_MB": str(MEMORY_MB),
         "MMC_WEBHOOK_SECRETS": f"anonymous:{SECRET}",
         "MMC_WEBHOOK_ALLOW_PRIVATE": "true",
-        # Retries after 1, 1, 2, 4, 8, 16 and 32 s (the default, 5 attempts from 1 s, spans 15 s).
-        "MMC_WEBHOOK_MAX_ATTEMPTS": "8",
+        # Retries after 1, 1, 2, 4, ..., 128 s: the last attempt 256 s after the first (the
+        # default, 10 attempts from 1 s, spans 511 s).
+        "MMC_WEBHOOK_MAX_ATTEMPTS": "10",
         "MMC_WEBHOOK_BACKOFF_SECONDS": "0.5",
     }, workers=2)
     yield deployment
@@ -87,6 +89,24 @@ def deployment(tmp_path_factory):
 @pytest.fixture(scope="module")
 def redis(deployment):
     return Redis.from_url(deployment.redis_url)
+
+
+OUTAGE_SECONDS = 120
+
+
+@pytest.fixture(scope="module", autouse=True)
+def receiver_outage(deployment, redis):
+    """A job whose callback receiver is down for two minutes from the moment the job ends: it
+    starts with the module, so the outage passes while the other tests run, and the last test
+    brings the receiver up (``test_receiver_down_for_two_minutes_gets_the_event...``)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job_id = submit(deployment.url, {**tiny(7),
+                                     "callback_url": f"http://127.0.0.1:{port}/hook"})
+    done = wait_record(redis, job_id, final, timeout=60)
+    assert done["status"] == "succeeded", done
+    return {"job_id": job_id, "port": port, "ended": time.monotonic()}
 
 
 def record(redis: Redis, job_id: str) -> dict:
@@ -124,12 +144,11 @@ def tiny(seed: int, name: str = "itersvr") -> dict:
 
 
 def several_seconds(seed: int, callback_url: str | None = None) -> dict:
-    """An itersvr fit of several seconds with a progress report every fraction of a second."""
+    """An itersvr fit of several seconds (about 4 s idle) with a progress report every fraction
+    of a second: the seed's width and starts on 1,500 noise points, 16 k-means starts."""
     X = np.random.default_rng(seed).normal(size=(1500, 5))
     body = {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": 4, "max_iter": 100, "random_state": seed,
-                                     # The seed's width and starts: a few seconds here; the
-                                     # local width on structureless noise takes a minute.
+                          "params": {"n_init": 16, "max_iter": 100, "random_state": seed,
                                      "gamma": "seed", "init": "k-means"}},
             "data": {"X": X.tolist()}}
     if callback_url:
@@ -285,17 +304,20 @@ def test_failing_receiver_does_not_hold_the_worker_and_every_attempt_has_one_web
         receiver.shutdown()
 
 
-def test_receiver_down_for_a_while_gets_the_event_when_it_comes_back(deployment, redis):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    job_id = submit(deployment.url, {**tiny(7),
-                                     "callback_url": f"http://127.0.0.1:{port}/hook"})
-    assert wait_record(redis, job_id, final, timeout=60)["status"] == "succeeded"
-    time.sleep(5)  # connection refused at the first attempts
-    receiver = Receiver(port=port)
+def test_receiver_down_for_two_minutes_gets_the_event_when_it_comes_back(
+        deployment, redis, receiver_outage):
+    # Connection refused at every attempt for two minutes (workers were killed and added
+    # meanwhile by the tests above), then the receiver answers: the next scheduled retry
+    # delivers the event, under the webhook-id of the first attempt.
+    job_id = receiver_outage["job_id"]
+    down_for = time.monotonic() - receiver_outage["ended"]
+    time.sleep(max(0.0, OUTAGE_SECONDS - down_for))
+    receiver = Receiver(port=receiver_outage["port"])
     try:
-        receiver.wait(1, timeout=60)
+        receiver.wait(1, timeout=150)
+        waited = time.monotonic() - receiver_outage["ended"]
+        print(f"\nreceiver down {OUTAGE_SECONDS} s; event delivered {waited:.0f} s after the job")
         assert receiver.ids == [f"{job_id}.succeeded"]
+        assert receiver.bodies[0]["type"] == "job.succeeded"
     finally:
         receiver.shutdown()
