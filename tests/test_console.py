@@ -101,7 +101,11 @@ def test_console_uploads_a_csv_follows_the_job_and_shows_its_plot_and_labels(
         page.fill("#upload-params", '{"random_state": 0}')
         page.click("#upload-submit")
         page.wait_for_selector("#notice:has-text('queued')")
-        row = page.locator("#jobs-body tr[data-job-id]").first
+        # "job <first 12 characters of the id> queued on ...": this job's row, not the newest row
+        # of the list before its refresh (this tenant's jobs from other tests are there).
+        prefix = page.locator("#notice").inner_text().split()[1]
+        row = page.locator(f"#jobs-body tr[data-job-id^='{prefix}']")
+        row.wait_for()
         job_id = row.get_attribute("data-job-id")
         # The list refreshes itself: no reload until the job has succeeded.
         row.locator("[data-status='succeeded']").wait_for()
