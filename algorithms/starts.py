@@ -103,7 +103,8 @@ def kmeans_plusplus_seeds(X: np.ndarray, n_clusters: int, rng: np.random.RandomS
 def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=None,
                 random_state=None) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """``n_init`` Lloyd runs ``(inertia, labels, centres)``: from ``first_centres`` (if given)
-    and from k-means++ seeds (:func:`sklearn.cluster.kmeans_plusplus`) for the rest."""
+    and from k-means++ seeds for the rest (:func:`kmeans_plusplus_seeds` and :func:`lloyd` on
+    dense data, scikit-learn's on CSR)."""
     rng = check_random_state(random_state)
     runs = []
     with small_problem_threads():

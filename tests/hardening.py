@@ -10,6 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import numpy as np
+
 from service import processes
 from tests.conftest import ROOT
 
@@ -74,3 +76,17 @@ class Deployment:
                 except subprocess.TimeoutExpired:
                     os.killpg(worker.pid, signal.SIGKILL)
         processes.stop(self.redis)
+
+
+def several_seconds(seed: int, n_init: int = 16, callback_url: str | None = None) -> dict:
+    """A job body: iterSVR with the seed's width and starts on 1,500 noise points, reporting
+    progress every fraction of a second. Each k-means start on noise is a labeling of its own:
+    n_init=16 runs about 4 s on an idle machine, 40 about 10 s."""
+    X = np.random.default_rng(seed).normal(size=(1500, 5))
+    body = {"algorithm": {"name": "itersvr",
+                          "params": {"n_init": n_init, "max_iter": 100, "random_state": seed,
+                                     "gamma": "seed", "init": "k-means"}},
+            "data": {"X": X.tolist()}}
+    if callback_url:
+        body["callback_url"] = callback_url
+    return body

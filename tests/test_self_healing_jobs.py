@@ -26,7 +26,7 @@ from sklearn.datasets import make_blobs
 
 from service.settings import Settings
 from service.stores import Keys, Stores, new_id
-from tests.hardening import Deployment
+from tests.hardening import Deployment, several_seconds
 from worker.queues import SERIALIZER
 
 HEARTBEAT = 2
@@ -143,19 +143,6 @@ def tiny(seed: int, name: str = "itersvr") -> dict:
     return {"algorithm": {"name": name, "params": {"random_state": 0}}, "data": {"X": X.tolist()}}
 
 
-def several_seconds(seed: int, callback_url: str | None = None) -> dict:
-    """An itersvr fit of several seconds (about 4 s idle) with a progress report every fraction
-    of a second: the seed's width and starts on 1,500 noise points, 16 k-means starts."""
-    X = np.random.default_rng(seed).normal(size=(1500, 5))
-    body = {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": 16, "max_iter": 100, "random_state": seed,
-                                     "gamma": "seed", "init": "k-means"}},
-            "data": {"X": X.tolist()}}
-    if callback_url:
-        body["callback_url"] = callback_url
-    return body
-
-
 def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deployment, redis):
     job_id = submit(deployment.url, several_seconds(1))
     first = wait_record(redis, job_id, running(1))
@@ -211,7 +198,7 @@ def test_lost_job_nobody_polls_is_failed_by_the_sweeper_and_its_webhook_delivere
         deployment, redis):
     receiver = Receiver()
     try:
-        job_id = submit(deployment.url, several_seconds(2, receiver.url))
+        job_id = submit(deployment.url, several_seconds(2, callback_url=receiver.url))
         # Kill -9 each attempt's worker with its horse (RQ gives the horse its own group).
         for attempt in (1, 2):
             running_record = wait_record(redis, job_id, running(attempt),

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
 from service import processes
 from tests.conftest import ROOT
+from tests.hardening import several_seconds
 
 HEARTBEAT = 2
 READY_WITHIN = 20.0  # the issue's bound for /readyz after a kill
@@ -101,16 +101,6 @@ def serve(tmp_path_factory):
 def tiny(seed: int, name: str = "itersvr") -> dict:
     X, _ = make_blobs(n_samples=40, centers=2, random_state=seed)
     return {"algorithm": {"name": name, "params": {"random_state": 0}}, "data": {"X": X.tolist()}}
-
-
-def several_seconds(seed: int, n_init: int = 16) -> dict:
-    """iterSVR on 1,500 noise points with the seed's width and starts: n_init=16 about 4 s on an
-    idle machine, 40 about 10 s (each k-means start on noise is a labeling of its own)."""
-    X = np.random.default_rng(seed).normal(size=(1500, 5))
-    return {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": n_init, "max_iter": 100, "random_state": seed,
-                                     "gamma": "seed", "init": "k-means"}},
-            "data": {"X": X.tolist()}}
 
 
 def submit(url: str, payload: dict) -> str:
