@@ -149,7 +149,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -161,6 +161,7 @@ from algorithms.base import (
     AlgorithmParams,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
+    NClusters,
     PositiveFloat,
     ProgressCallback,
     RandomStateParam,
@@ -172,7 +173,14 @@ from algorithms.base import (
     psd_factor,
     report,
 )
-from algorithms.kernels import normalized_laplacian, squared_distances
+from algorithms.bisection import (
+    keep_guide_clusters_whole,
+    recursive_bisection,
+    tree_labels,
+    tree_objective,
+)
+from algorithms.kernels import local_scaling_gamma, normalized_laplacian, squared_distances
+from algorithms.starts import SPECTRAL_START_MAX_N, spectral_partition
 from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------
@@ -260,6 +268,16 @@ class GMMCSolution:
     status: str  # "optimal" or "inaccurate"
     messages: list[str] = field(default_factory=list)
     rank_too_small: bool = False  # the certificate failed: a higher rank may reach the optimum
+
+
+@dataclass
+class _LeafSplit:
+    """One split of recursive bisection (``n_clusters > 2``): labels in {-1, +1}, the value of
+    (10) on the leaf's points, and its solution."""
+
+    y: np.ndarray
+    objective: float
+    solution: GMMCSolution
 
 
 # Starting factor rank. Pataki's bound sqrt(2 m) for m = n constraints guarantees a rank-r
@@ -583,17 +601,21 @@ def learn_kernel_weights(
 class GMMCParams(AlgorithmParams):
     """Parameters of :class:`GMMC` (defaults from section 3 and 4 of the seed)."""
 
-    n_clusters: Literal[2] = Field(2, description="GMMC is a two-class method (seed section 3).")
+    n_clusters: NClusters = Field(
+        2, description="2: the seed's problem (10); more: recursive bisection guided by a "
+        "spectral partition (two-class splits only with kernel_learning=false).")
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
-    gamma: PositiveFloat | Literal["auto"] = Field(
+    gamma: PositiveFloat | Literal["auto", "seed"] = Field(
         "auto",
         description=(
-            "RBF width exp(-gamma ||x-x'||^2); 'auto': sigma = width_fraction x range of pairwise "
-            "distances and gamma = 1 / (2 sigma^2). Ignored with kernel_learning."
+            "RBF width exp(-gamma ||x-x'||^2); 'auto': the shared local-scaling width (sigma = "
+            "median distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'seed': "
+            "sigma = width_fraction x range of pairwise distances (section 4). Ignored with "
+            "kernel_learning."
         ),
     )
     width_fraction: float = Field(
-        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='auto')."
+        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='seed')."
     )
     kernel_learning: bool = Field(
         False, description="Learn weights of n_widths Laplacians jointly with the labels (12)."
@@ -613,6 +635,17 @@ class GMMCParams(AlgorithmParams):
     C: float = Field(100.0, gt=0, le=1e7, description="C of the out-of-sample SVM.")
     random_state: RandomStateParam = None
 
+    @model_validator(mode="after")
+    def _kernel_learning_is_two_class(self):
+        if self.kernel_learning and self.n_clusters != 2:
+            raise ValueError("kernel_learning (12) is a two-class problem: use n_clusters=2")
+        return self
+
+
+# The seed's setting (section 4): the width at 20 % of the distance range; the paper rows of
+# tests/ and benchmarks/ run with it.
+SEED_SETTING = {"gamma": "seed"}
+
 
 class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Generalized maximum margin clustering (GMMC) with unsupervised kernel learning.
@@ -626,14 +659,18 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : {2}, default=2
+    n_clusters : int, default=2
+        Two is the seed's problem (10). More clusters come from recursive bisection
+        (:meth:`_fit_bisection`), each split a solve of (10); not with ``kernel_learning``.
     kernel : {"rbf"}, default="rbf"
-    gamma : float or "auto", default="auto"
-        ``exp(-gamma ||x - x'||^2)``. The seed writes ``exp(-||x - x'||^2 / (2 sigma^2))``, so
-        ``gamma = 1 / (2 sigma^2)``; ``"auto"`` takes ``sigma = width_fraction * (max - min)`` of
-        the pairwise distances (section 4).
+    gamma : float, "auto" or "seed", default="auto"
+        ``exp(-gamma ||x - x'||^2)``. ``"auto"``: the shared local-scaling width of
+        :func:`algorithms.kernels.local_scaling_gamma`, which depends on ``X`` alone. ``"seed"``:
+        the seed writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_fraction *
+        (max - min)`` of the pairwise distances (section 4); on the comparison sets of
+        ``benchmarks/defaults.py`` that width is an almost linear kernel.
     width_fraction : float, default=0.2
-        Shi & Malik's 10-20 % recommendation quoted in section 2.
+        Shi & Malik's 10-20 % recommendation quoted in section 2 (``gamma="seed"``).
     kernel_learning : bool, default=False
         Learn ``beta`` of (12) over ``n_widths`` Laplacians from ``sigma`` = 1/m, ..., m/m of the
         distance range (section 4 uses 10 widths, 10 % to 100 %).
@@ -751,16 +788,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _fit(self, X: np.ndarray, progress: ProgressCallback | None):
         n = X.shape[0]
         sq_dist = squared_distances(X)
-        if self.kernel_learning:
-            fractions = np.arange(1, self.n_widths + 1) / self.n_widths
-            self.gammas_ = width_fractions_gammas(sq_dist, fractions)
-        elif self.gamma == "auto":
-            self.gammas_ = width_fractions_gammas(sq_dist, [self.width_fraction])
-        else:
-            self.gammas_ = np.array([float(self.gamma)])
+        self.gammas_ = self._widths(X, sq_dist)
         report(progress, 0, None, f"building {self.gammas_.size} Laplacian(s) for {n} points")
         kernels = [np.exp(-g * sq_dist) for g in self.gammas_]
-        Ms = [laplacian_precision(K) for K in kernels]
         self.warnings_: list[str] = []
         self.solver_ = self.solver
         step = 0
@@ -771,14 +801,55 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, step, dual,
                    f"augmented Lagrangian {n_iter}: residual {residual:.1e}, gap {gap:.1e}")
 
+        if self.n_clusters == 2:
+            solution, beta = self._fit_two_class(kernels, on_alm, progress)
+        else:
+            solution, beta = self._fit_bisection(X, kernels[0], on_alm)
+        self.warnings_.extend(solution.messages)
+        for message in self.warnings_:
+            warnings.warn(message, ConvergenceWarning, stacklevel=3)
+        self.kernel_weights_ = beta
+        self.gamma_ = float(self.gammas_[int(np.argmax(beta))])
+        self.dual_variables_ = solution.gamma
+        self.solver_status_ = "inaccurate" if self.warnings_ else solution.status
+        report(progress, step + 1, self.objective_, "training the out-of-sample SVM")
+        self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_, self.C)
+        self.n_support_ = int(self.classifier_[0].n_support)
+        return self
+
+    def _widths(self, X: np.ndarray, sq_dist: np.ndarray) -> np.ndarray:
+        """The RBF widths behind the Laplacians: ``n_widths`` fractions of the distance range
+        for kernel learning (section 4), else one."""
+        if self.kernel_learning:
+            fractions = np.arange(1, self.n_widths + 1) / self.n_widths
+            return width_fractions_gammas(sq_dist, fractions)
+        if self.gamma == "seed":
+            return width_fractions_gammas(sq_dist, [self.width_fraction])
+        if self.gamma == "auto":
+            return np.array([local_scaling_gamma(X, random_state=self.random_state)])
+        return np.array([float(self.gamma)])
+
+    def _solve(self, S: np.ndarray, on_alm) -> GMMCSolution:
+        """Problem (10) for one bias-eliminated Laplacian ``S``."""
+        if self.solver == "cvxpy":
+            return solve_gmmc_cvxpy(S, C_e=self.C_e, C_delta=self.C_delta)
+        return solve_gmmc_lowrank(
+            S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
+            max_iter=self.max_iter, random_state=self.random_state, on_iteration=on_alm,
+        )
+
+    def _fit_two_class(self, kernels, on_alm, progress) -> tuple[GMMCSolution, np.ndarray]:
+        """(10), or (12) with kernel learning; labels from the KKT eigenvector (section 3.1)."""
+        Ms = [laplacian_precision(K) for K in kernels]
         if self.kernel_learning:
             if self.solver != "lowrank":
                 raise ValueError("kernel_learning is implemented with solver='lowrank' only")
+            outer = 0
 
             def on_outer(n_outer, dual, kernel_gap, beta):
-                nonlocal step
-                step += 1
-                report(progress, step, dual,
+                nonlocal outer
+                outer += 1
+                report(progress, outer, dual,
                        f"kernel learning step {n_outer}: bound {kernel_gap:.2e}, "
                        f"largest weight {beta.max():.2f}")
 
@@ -804,37 +875,57 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.n_iter_ = int(learned.n_outer + solution.n_iter)
         else:
             beta = np.ones(1)
-            S = eliminate_bias(Ms[0])
-            if self.solver == "cvxpy":
-                solution = solve_gmmc_cvxpy(S, C_e=self.C_e, C_delta=self.C_delta)
-            else:
-                solution = solve_gmmc_lowrank(
-                    S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
-                    max_iter=self.max_iter, random_state=self.random_state,
-                    on_iteration=on_alm,
-                )
+            solution = self._solve(eliminate_bias(Ms[0]), on_alm)
             self.kernel_gap_ = 0.0
             self.n_iter_ = int(solution.n_iter)
-        self.warnings_.extend(solution.messages)
-        for message in self.warnings_:
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
-
         labels, scores = labels_from_factor(solution.V)
         if np.unique(labels).size < 2:
             self.warnings_.append("the relaxed solution put every point in one cluster")
             labels = (scores < np.median(scores)).astype(np.int64)
         self.labels_ = labels
         self.scores_ = scores
-        self.kernel_weights_ = beta
-        self.gamma_ = float(self.gammas_[int(np.argmax(beta))])
         self.objective_ = float(solution.dual)
-        self.dual_variables_ = solution.gamma
         self.duality_gap_ = float(solution.gap)
-        self.solver_status_ = "inaccurate" if self.warnings_ else solution.status
-        report(progress, step + 1, self.objective_, "training the out-of-sample SVM")
-        self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_, self.C)
-        self.n_support_ = int(self.classifier_[0].n_support)
-        return self
+        return solution, beta
+
+    def _fit_bisection(self, X: np.ndarray, K: np.ndarray, on_alm
+                       ) -> tuple[GMMCSolution, np.ndarray]:
+        """``n_clusters > 2``: recursive bisection (:mod:`algorithms.bisection`) with (10) on the
+        Laplacian of each cluster's points.
+
+        (10) penalizes ``C_e (z^T e)^2``: with the seed's ``C_e`` every split is an even one, so a
+        cluster holding three equal groups would be cut through one of them. The spectral
+        k-partition of the data guides the splits: each of its clusters goes whole to the side
+        of (10)'s split that holds most of its points, and the leaves that still hold several of
+        its clusters are split first. Above ``SPECTRAL_START_MAX_N`` points there is no guide.
+        """
+        rng = check_random_state(self.random_state)
+        guide = (spectral_partition(X, self.n_clusters, random_state=rng)
+                 if X.shape[0] <= SPECTRAL_START_MAX_N else None)
+        solutions: list[GMMCSolution] = []
+
+        def split_leaf(index: np.ndarray) -> _LeafSplit:
+            S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)]))
+            solution = self._solve(S, on_alm)
+            solutions.append(solution)
+            labels, scores = labels_from_factor(solution.V)
+            if np.unique(labels).size < 2:  # as in two-class: the median of the relaxed labels
+                labels = (scores < np.median(scores)).astype(np.int64)
+            y = keep_guide_clusters_whole(labels == 1, None if guide is None else guide[index])
+            return _LeafSplit(y=y, objective=float(solution.dual), solution=solution)
+
+        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
+        self.labels_ = tree_labels(nodes, X.shape[0])
+        root = nodes[0].split.solution
+        self.scores_ = labels_from_factor(root.V)[1]
+        self.objective_ = tree_objective(nodes)
+        self.duality_gap_ = float(max(s.gap for s in solutions))
+        self.kernel_gap_ = 0.0
+        self.n_iter_ = int(sum(s.n_iter for s in solutions))
+        for solution in solutions:
+            if solution is not root:
+                self.warnings_.extend(solution.messages)
+        return root, np.ones(1)
 
     # -- prediction -------------------------------------------------------------------------------
     def decision_function(self, X) -> np.ndarray:
@@ -851,6 +942,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """``(predict(X), decision_function(X))`` from one kernel evaluation."""
         decision = self.decision_function(X)  # checks fitted first: NotFittedError
         classes = self.classifier_[0].classes
+        if decision.ndim == 2:  # one-vs-rest columns, n_clusters > 2
+            return classes[np.argmax(decision, axis=1)].astype(np.int64), decision
         return np.where(decision > 0, classes[1], classes[0]).astype(np.int64), decision
 
     # -- portable model ---------------------------------------------------------------------------

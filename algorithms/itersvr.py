@@ -17,11 +17,9 @@ Among restarts the labeling with the best MMC objective (2) is kept: as footnote
 prescribes, the objective of a labeling is that of a hinge-loss SVM trained on it,
 ``1/2 ||w||^2 + C sum_i xi_i``.
 
-``n_clusters > 2`` uses recursive bisection (section 4.4, "in the same manner as Shi & Malik"):
-starting from one cluster, the best binary split of every current cluster is computed, and the
-cluster whose split has the lowest margin objective *per point* is split. Dividing by the cluster
-size makes clusters of different sizes comparable (the objective is a sum over points); a cluster
-that is really two groups splits with a wide margin and few violations, a homogeneous one does not.
+``n_clusters > 2`` uses recursive bisection (section 4.4, "in the same manner as Shi & Malik";
+:mod:`algorithms.bisection`): the leaf whose best split has the lowest objective (2) per point is
+split next, with the spectral k-partition as a guide when ``init="spectral"``.
 
 Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
 random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
@@ -56,6 +54,13 @@ from algorithms.base import (
     balance_limit,
     check_clustering_input,
     report,
+)
+from algorithms.bisection import (
+    Node,
+    keep_guide_clusters_whole,
+    recursive_bisection,
+    tree_labels,
+    tree_objective,
 )
 from algorithms.dual_qp import solve_dual_qp
 from algorithms.kernels import pairwise_kernel, resolve_gamma
@@ -250,12 +255,7 @@ def guided_split(X: np.ndarray, guide: np.ndarray | None, rng) -> np.ndarray:
     split = spectral_partition(X, 2, random_state=rng)
     if guide is None or np.unique(guide).size < 2:
         return np.where(split == split[0], -1.0, 1.0)
-    groups, group_of = np.unique(guide, return_inverse=True)
-    share = np.bincount(group_of, weights=split, minlength=groups.size) / np.bincount(group_of)
-    side = share > 0.5
-    if side.all() or not side.any():  # every guide cluster on one side: move the least sure one
-        side[np.argmin(np.abs(share - 0.5))] = not side[0]
-    return np.where(side[group_of], 1.0, -1.0)
+    return keep_guide_clusters_whole(split == 1, guide)
 
 
 def initial_labelings(
@@ -321,15 +321,6 @@ def cluster_binary(
 # ---------------------------------------------------------------------------------------------
 # Recursive bisection and the out-of-sample tree
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Node:
-    index: np.ndarray  # training points in this node
-    split: BinarySplit | None = None
-    left: int | None = None  # child node ids (negative side, positive side)
-    right: int | None = None
-    label: int | None = None  # cluster id of a leaf
 
 
 def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_clusters: int):
@@ -527,19 +518,6 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             return None
         return spectral_partition(X, self.n_clusters, random_state=rng)
 
-    @staticmethod
-    def _split_rank(node: _Node, guide: np.ndarray | None) -> tuple[int, float]:
-        """Which leaf to split next: the lowest margin objective per point (the seed's section
-        4.4 compares splits; dividing by the size makes clusters of different sizes comparable),
-        after the leaves that still hold several clusters of the spectral guide."""
-        per_point = node.split.objective / node.index.size
-        if guide is None:
-            return 0, per_point
-        sizes = np.bincount(guide[node.index])
-        # A guide cluster counts where it has more than a stray point or two in this leaf.
-        whole = int(np.sum(sizes >= max(2, 0.1 * node.index.size / max(1, np.sum(sizes > 0)))))
-        return -min(whole, 2), per_point
-
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
         self._validate_params()
@@ -565,43 +543,23 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, step, loss, f"SVR iteration {n_iter}: {changed} labels changed")
 
         guide = self._spectral_guide(X, rng)
-        nodes = [_Node(np.arange(X.shape[0]))]
-        leaves = [0]
-        objective, n_iter = 0.0, 0
-        while len(leaves) < self.n_clusters:
-            for leaf in leaves:  # best split of every leaf not yet tried
-                node = nodes[leaf]
-                if node.split is None and node.index.size >= 2:
-                    sub_X = X[node.index]
-                    node.split = cluster_binary(
-                        sub_X, space.subset(node.index) if node.index.size < X.shape[0] else space,
-                        C=self.C, class_balance=self._split_balance(), n_init=self.n_init,
-                        max_iter=self.max_iter, rng=rng, init=self.init,
-                        guide=None if guide is None else guide[node.index],
-                        on_iteration=on_iteration,
-                    )
-            splittable = [leaf for leaf in leaves if nodes[leaf].split is not None]
-            if not splittable:
-                raise ValueError(
-                    f"cannot form {self.n_clusters} clusters: every cluster is a single point"
-                )
-            chosen = min(splittable, key=lambda i: self._split_rank(nodes[i], guide))
-            node = nodes[chosen]
-            node.left, node.right = len(nodes), len(nodes) + 1
-            nodes.append(_Node(node.index[node.split.y < 0]))
-            nodes.append(_Node(node.index[node.split.y > 0]))
-            leaves.remove(chosen)
-            leaves += [node.left, node.right]
-            objective += node.split.objective
-            n_iter += node.split.n_iter
-            report(progress, step, objective, f"{len(leaves)} of {self.n_clusters} clusters formed")
 
-        self.labels_ = np.empty(X.shape[0], dtype=np.int64)
-        for label, leaf in enumerate(sorted(leaves, key=lambda i: nodes[i].index.min())):
-            nodes[leaf].label = label
-            self.labels_[nodes[leaf].index] = label
-        self.objective_ = float(objective)
-        self.n_iter_ = int(n_iter)
+        def split_leaf(index: np.ndarray) -> BinarySplit:
+            return cluster_binary(
+                X[index], space.subset(index) if index.size < X.shape[0] else space,
+                C=self.C, class_balance=self._split_balance(), n_init=self.n_init,
+                max_iter=self.max_iter, rng=rng, init=self.init,
+                guide=None if guide is None else guide[index], on_iteration=on_iteration,
+            )
+
+        def on_split(n_leaves: int, objective: float):
+            report(progress, step, objective, f"{n_leaves} of {self.n_clusters} clusters formed")
+
+        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+                                    on_split=on_split)
+        self.labels_ = tree_labels(nodes, X.shape[0])
+        self.objective_ = tree_objective(nodes)
+        self.n_iter_ = int(sum(node.split.n_iter for node in nodes if node.left is not None))
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
         if sample is not None:
@@ -610,7 +568,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.labels_ = self.predict(X_all)
         return self
 
-    def _fit_tree(self, X: np.ndarray, nodes: list[_Node]) -> None:
+    def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:
         """One sparse SVM per internal node on its final split (section 3.2.1): the hinge-loss
         SVM that scored the kept split by (2), not a second fit."""
         self.classifiers_: list[KernelExpansionClassifier] = []

@@ -165,9 +165,10 @@ def registry_clusterer(name: str) -> Clusterer:
 
 
 def clustering_algorithms() -> list[str]:
-    from algorithms.registry import all_specs
+    from algorithms.registry import REGISTRY
 
-    return [s.name for s in all_specs() if s.input_kind == "vectors" and s.labels != "required"]
+    return [name for name, spec in REGISTRY.items()
+            if spec.input_kind == "vectors" and spec.labels != "required"]
 
 
 @dataclass

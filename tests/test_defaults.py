@@ -16,8 +16,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C
+from algorithms.gmmc import GMMC
 from algorithms.itersvr import IterSVR
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel, squared_distances
+from algorithms.sdp_mmc import SDPMMC
 from algorithms.svc import SupportVectorClustering
 from benchmarks.defaults import public_sets, run_suite
 
@@ -29,12 +31,14 @@ def suite():
     sets = public_sets()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scores = run_suite(sets, ["itersvr", "cpm3c", "svc"], seed=0)
+        scores = run_suite(sets, list(DEFAULTS_ISSUE_ALGORITHMS), seed=0)
     return sets, {name: np.array([s.ari for s in row]) for name, row in scores.items()}
 
 
+DEFAULTS_ISSUE_ALGORITHMS = ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc")
+
 # Measured (benchmarks/defaults.py, random_state 0): spectral 0.879; itersvr 0.877 (wine 0.864
-# against spectral's 0.880), cpm3c 0.872, svc 0.777 (breast cancer 0.00).
+# against spectral's 0.880), cpm3c 0.872, svc 0.777 (breast cancer 0.00), gmmc 0.813, sdp_mmc 0.787.
 _BELOW_SPECTRAL = {
     "itersvr": "mean ARI 0.877 against spectral's 0.879 (wine 0.864 against 0.880, iris 0.645 "
                "against 0.646): its labels are the spectral start, kept or moved by a few points "
@@ -43,9 +47,17 @@ _BELOW_SPECTRAL = {
              "cancer 0.62 (0.74; the balance (16) pulls the 37:63 split to 1:1)",
     "svc": "mean ARI 0.777: no contour splits standardized breast cancer in two at any q or p "
            "(one cluster and fragments), wine 0.70",
+    "gmmc": "mean ARI 0.813: breast cancer -0.00, (10) splits off 3 points whose RBF affinities "
+            "vanish at the local width (the kNN graph's Laplacian gives 0.66 but 0.02 on digits "
+            "1-7); k > 2 equals the spectral guide",
+    "sdp_mmc": "mean ARI 0.787: the multi-class SDP (4.8) at the local width is at k-means' "
+               "level (blobs 0.76, anisotropic 0.64, varied 0.77, iris 0.59), breast cancer 0.55 "
+               "(class balance 0.1 against a 37:63 split)",
 }
 _BELOW_KMEANS = {
     "svc": "breast cancer 0.00 and wine 0.70 against k-means 0.64 and 0.90",
+    "gmmc": "breast cancer -0.00 against k-means 0.64 (three points split off)",
+    "sdp_mmc": "blobs 0.76, iris 0.59, breast cancer 0.55 against k-means 1.00, 0.62, 0.64",
 }
 
 
@@ -56,14 +68,14 @@ def _known(table: dict[str, str], name: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [_known(_BELOW_SPECTRAL, n) for n in ("itersvr", "cpm3c", "svc")])
+@pytest.mark.parametrize("name", [_known(_BELOW_SPECTRAL, n) for n in DEFAULTS_ISSUE_ALGORITHMS])
 def test_default_mean_ari_reaches_spectral_clustering_in_the_same_run(suite, name):
     _, ari = suite
     assert ari[name].mean() >= ari["spectral"].mean()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [_known(_BELOW_KMEANS, n) for n in ("itersvr", "cpm3c", "svc")])
+@pytest.mark.parametrize("name", [_known(_BELOW_KMEANS, n) for n in DEFAULTS_ISSUE_ALGORITHMS])
 def test_default_is_within_005_ari_of_k_means_on_every_public_set(suite, name):
     sets, ari = suite
     behind = [s.name for s, ours, km in zip(sets, ari[name], ari["k-means"], strict=True)
@@ -92,10 +104,20 @@ def _fitted(estimator, k: int, X: np.ndarray):
     return estimator(k, **params).fit(X)
 
 
-@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
-@pytest.mark.parametrize(("name", "X", "y", "k"), _moons_and_circles(),
-                         ids=[s[0] for s in _moons_and_circles()])
-def test_defaults_separate_moons_and_circles_that_k_means_cannot(estimator, name, X, y, k):
+_SDP_MMC_MOONS = pytest.mark.xfail(strict=True, reason=(
+    "SDP MMC's relaxation is not rank one on these moons (eigenvalues 182, 102 of M): the leading "
+    "eigenvector gives ARI 0.65, randomized rounding 0.95 (but 0.04 on moons n=400 seed 29)"))
+
+
+def _shape_cases():
+    for estimator in (IterSVR, CPM3C, SupportVectorClustering, GMMC, SDPMMC):
+        for name, X, y, k in _moons_and_circles():
+            marks = _SDP_MMC_MOONS if (estimator, name) == (SDPMMC, "moons") else ()
+            yield pytest.param(estimator, X, y, k, marks=marks, id=f"{estimator.__name__}-{name}")
+
+
+@pytest.mark.parametrize(("estimator", "X", "y", "k"), list(_shape_cases()))
+def test_defaults_separate_moons_and_circles_that_k_means_cannot(estimator, X, y, k):
     # Measured with the seeds' widths (sigma = 3 x the bounding-box diagonal): ARI 0.0-0.5.
     kmeans = adjusted_rand_score(y, KMeans(k, n_init=10, random_state=0).fit_predict(X))
     assert kmeans < 0.6
@@ -144,7 +166,7 @@ def test_itersvr_bisection_finds_unequal_clusters(sizes, grid):
     assert clustering_error(y, seed_setting.labels_) >= 0.03
 
 
-@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
+@pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering, GMMC])
 def test_a_constant_offset_changes_no_label(estimator):
     # +1e8 on every coordinate: the expansion |x|^2 + |y|^2 - 2 x.y lost every digit (iterSVR
     # 40 %, SVC 45 % error); distances are now taken after a shift to the data's mean.
@@ -154,6 +176,18 @@ def test_a_constant_offset_changes_no_label(estimator):
     assert clustering_error(y, centred.labels_) <= 0.01
     np.testing.assert_array_equal(shifted.labels_, centred.labels_)
     np.testing.assert_array_equal(shifted.predict(X[:20] + 1e8), centred.predict(X[:20]))
+
+
+def test_sdp_mmc_offset_moves_only_points_on_its_relaxed_boundary():
+    # The kernels at +1e8 differ by 2e-8, and the low-rank solve by as much: a point whose relaxed
+    # label sqrt(alpha_1) v_1 is 0.001 (against ~1 for the others) may change side.
+    X, y = make_blobs(n_samples=200, centers=[(0, 0), (6, 0)], cluster_std=1.0, random_state=1)
+    centred = _fitted(SDPMMC, 2, X)
+    shifted = _fitted(SDPMMC, 2, X + 1e8)
+    assert clustering_error(y, centred.labels_) <= 0.03  # 4 of 200 points (k-means: 0)
+    sure = np.abs(centred.scores_) > 1e-2 * np.abs(centred.scores_).max()
+    assert np.sum(~sure) <= 2
+    np.testing.assert_array_equal(shifted.labels_[sure], centred.labels_[sure])
 
 
 def test_squared_distances_are_exact_far_from_the_origin():

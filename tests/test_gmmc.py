@@ -128,7 +128,7 @@ def test_failed_conic_solve_raises_instead_of_returning_labels():
 
 def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
     X, _ = two_gaussians()
-    model = GMMC(width_fraction=0.3, random_state=0).fit(X)
+    model = GMMC(gamma="seed", width_fraction=0.3, random_state=0).fit(X)
     assert model.warnings_ == [] and model.solver_status_ == "optimal"
     assert model.duality_gap_ < 1e-6
 
@@ -161,7 +161,7 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
     name, make, fraction, bound, margin
 ):
     X, y = make()
-    model = GMMC(width_fraction=fraction, random_state=0).fit(X)
+    model = GMMC(gamma="seed", width_fraction=fraction, random_state=0).fit(X)
     error = 100 * clustering_error(y, model.labels_)
     assert error <= bound + 1e-9
     assert model.solver_status_ == "optimal", model.warnings_
@@ -233,8 +233,8 @@ def test_out_of_sample_svm_on_the_learned_kernel_reproduces_the_labels_and_expor
 
 def test_params_are_validated_and_registered_on_the_slow_queue():
     X, _ = two_gaussians()
-    with pytest.raises(ValueError, match="n_clusters"):
-        GMMC(n_clusters=3).fit(X)
+    with pytest.raises(ValueError, match="kernel_learning"):
+        GMMC(n_clusters=3, kernel_learning=True).fit(X)
     with pytest.raises(ValueError, match="C_e"):
         GMMC(C_e=-1).fit(X)
     spec = get_spec("gmmc")

@@ -29,9 +29,31 @@ def test_gmmc_kernel_learning_job_runs_on_the_slow_queue_and_its_model_predicts(
     assert predicted.json()["labels"] == result["labels"][:20]
 
 
-def test_gmmc_rejects_more_than_two_clusters_before_queueing(service_url):
-    payload = {"algorithm": {"name": "gmmc", "params": {"n_clusters": 3}},
+def test_gmmc_rejects_kernel_learning_with_more_than_two_clusters_before_queueing(service_url):
+    payload = {"algorithm": {"name": "gmmc", "params": {"n_clusters": 3, "kernel_learning": True}},
                "data": {"X": [[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]}}
     response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
     assert response.status_code == 422, response.text
-    assert "n_clusters" in response.text
+    assert "kernel_learning" in response.text and "n_clusters" in response.text
+
+
+def test_gmmc_three_clusters_by_bisection_end_to_end(service_url):
+    # Two moons and a blob: k-means cuts the moons (its error is checked beside ours).
+    from sklearn.cluster import KMeans
+    from sklearn.datasets import make_moons
+
+    moons, moon = make_moons(200, noise=0.05, random_state=0)
+    blob = np.random.default_rng(0).normal([3.5, 0.0], 0.2, size=(100, 2))
+    X, y = np.vstack([moons, blob]), np.r_[moon, np.full(100, 2)]
+    payload = {"algorithm": {"name": "gmmc", "params": {"n_clusters": 3, "random_state": 0}},
+               "data": {"X": X.tolist()}}
+    job = submit_job(service_url, payload)
+    final = wait_for_job(service_url, job["id"], timeout=240)
+    assert final["status"] == "succeeded", final["error"]
+    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+    assert clustering_error(y, KMeans(3, n_init=10, random_state=0).fit_predict(X)) >= 0.1
+    assert clustering_error(y, result["labels"]) <= 0.01
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X.tolist()}, timeout=30.0)
+    assert predicted.status_code == 200, predicted.text
+    assert np.mean(np.array(predicted.json()["labels"]) == np.array(result["labels"])) >= 0.97

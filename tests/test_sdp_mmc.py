@@ -21,6 +21,7 @@ from algorithms.kernels import center_kernel, pairwise_kernel
 from algorithms.registry import get_spec
 from algorithms.sdp_mmc import (
     SDPMMC,
+    SEED_SETTING,
     SDPMMCParams,
     median_heuristic_gamma,
     solve_multiclass_sdp,
@@ -38,7 +39,7 @@ def test_two_gaussians_error_at_most_2_5_percent():
     # Thesis Table 3.1 "Gaussians": 1.2 %. Two unit Gaussians 4 sd apart, 40 points each,
     # numpy default_rng(2) (benchmarks.gmmc.two_gaussians): Bayes error 2.3 %, the issue's 2.5 %.
     X, y = two_gaussians(seed=2)
-    model = SDPMMC(random_state=0).fit(X)
+    model = SDPMMC(random_state=0, **SEED_SETTING).fit(X)
     assert clustering_error(y, model.labels_) <= 0.025 + 1e-9  # 2 of 80 points
     assert model.warnings_ == []
     # Baseline: k-means also gets 2.5 % here (the Bayes error); SDP MMC does NOT beat it on this
@@ -87,7 +88,7 @@ def test_digit_pairs_with_50_points_per_class(pair, bound, margin):
     # Baseline, k-means on the same 100 points: 3-8 3.0 %, 2-7 6.0 %, 8-9 10.0 % against SDP MMC
     # 1.0, 2.0, 9.0 (margins asserted: 1, 2 and 0.5 points).
     X, y = digits_subset(pair, 50, seed=0)
-    model = SDPMMC(random_state=0).fit(X)
+    model = SDPMMC(random_state=0, **SEED_SETTING).fit(X)
     assert clustering_error(y, model.labels_) <= bound + 1e-9
     assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) - margin + 1e-9
 
@@ -97,7 +98,7 @@ def test_digit_pairs_with_50_points_per_class(pair, bound, margin):
 def test_digits_0689_with_20_per_class_error_at_most_12_percent():
     # Thesis Table 4.1 "DigitsA0689" (20 of 39 per class): 11.6 +- 1.8 %; issue bound 12 %.
     X, y = digits_subset((0, 6, 8, 9), 20, seed=0)
-    model = SDPMMC(n_clusters=4, random_state=0).fit(X)
+    model = SDPMMC(n_clusters=4, random_state=0, **SEED_SETTING).fit(X)
     assert clustering_error(y, model.labels_) <= 0.12 + 1e-9
     # objective_ is the margin objective omega of Theorem 2 at the labels: non-negative (Lambda
     # = Y gives 0) and of the order of the true labels' (0.083 vs 0.096 measured), not the
@@ -125,8 +126,8 @@ def test_unsupervised_multiclass_relaxation_collapses_to_the_symmetric_program()
     assert np.sum(K * M) == pytest.approx(np.sum(K * M_sym), rel=2e-3)
     same = labels_from_label_matrix(M, 4, random_state=0)
     assert clustering_error(same, labels_from_label_matrix(M_sym, 4, random_state=0)) == 0.0
-    wide = SDPMMC(n_clusters=4, beta=1.0, random_state=0).fit(X)
-    narrow = SDPMMC(n_clusters=4, beta=0.01, random_state=0).fit(X)
+    wide = SDPMMC(n_clusters=4, beta=1.0, random_state=0, **SEED_SETTING).fit(X)
+    narrow = SDPMMC(n_clusters=4, beta=0.01, random_state=0, **SEED_SETTING).fit(X)
     assert clustering_error(wide.labels_, narrow.labels_) == 0.0
 
 
@@ -152,7 +153,7 @@ def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
     partial = -np.ones(36, dtype=int)
     for c in range(3):
         partial[np.flatnonzero(y == c)[:2]] = c
-    model = SDPMMC(n_clusters=3, random_state=0).fit(X, partial)
+    model = SDPMMC(n_clusters=3, random_state=0, **SEED_SETTING).fit(X, partial)
     known = partial >= 0
     assert np.array_equal(model.labels_[known], partial[known])
     # Cluster r is class r (no matching). Baselines: the SVM on the 6 labeled points and k-means
@@ -189,7 +190,7 @@ def test_semi_supervised_digits_689_spread_labels_beyond_the_supervised_svm():
     for seed in range(3):
         X, y, partial = _semi_supervised_draw((6, 8, 9), 39, seed)
         unknown = partial < 0
-        model = SDPMMC(n_clusters=3, random_state=0).fit(X, partial)
+        model = SDPMMC(n_clusters=3, random_state=0, **SEED_SETTING).fit(X, partial)
         errors.append(np.mean(model.labels_[unknown] != y[unknown]))
         svm = SVC(C=100.0, gamma=model.gamma_).fit(X[~unknown], partial[~unknown])
         svm_errors.append(np.mean(svm.predict(X[unknown]) != y[unknown]))

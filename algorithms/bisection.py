@@ -1,0 +1,122 @@
+"""Recursive bisection: ``n_clusters > 2`` from a two-class maximum margin method.
+
+iterSVR (seed section 4.4, "in the same manner as Shi & Malik") and GMMC cluster into two; more
+clusters come from splitting one current cluster at a time. Every leaf gets its best binary split
+(by the method's own objective); the leaf to split next is the one with the lowest objective *per
+point* (the objectives are sums over points, so dividing by the size makes clusters of different
+sizes comparable: a cluster that is really two groups splits with a wide margin and few
+violations, a homogeneous one does not).
+
+A guide steers the order and the sides (``init="spectral"``): the spectral k-partition of all the
+data (:func:`algorithms.starts.spectral_partition`). Leaves that still hold several of its
+clusters are split first, and a split may be asked to keep guide clusters whole
+(:func:`keep_guide_clusters_whole`), so bisection can end at a k-partition instead of cutting
+through one cluster to balance the two sides (three equal clusters need a 1:2 split).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class BinarySplit(Protocol):
+    """What a two-class method returns for one leaf: labels in {-1, +1} over the leaf's points
+    and the objective they reach (lower is better)."""
+
+    y: np.ndarray
+    objective: float
+
+
+@dataclass
+class Node:
+    index: np.ndarray  # training points in this node
+    split: Any | None = None  # the BinarySplit of its points, once computed
+    left: int | None = None  # child node ids (negative side, positive side)
+    right: int | None = None
+    label: int | None = None  # cluster id of a leaf
+
+
+def keep_guide_clusters_whole(positive: np.ndarray, guide: np.ndarray | None) -> np.ndarray:
+    """A split (``positive``: boolean per point) moved so that no guide cluster is cut: each
+    guide cluster goes to the side holding most of its points, and when that leaves one side
+    empty the least decided cluster changes side. Returns labels in {-1, +1}."""
+    positive = np.asarray(positive, dtype=bool)
+    if guide is None or np.unique(guide).size < 2:
+        return np.where(positive, 1.0, -1.0)
+    groups, group_of = np.unique(guide, return_inverse=True)
+    share = np.bincount(group_of, weights=positive, minlength=groups.size) / np.bincount(group_of)
+    side = share > 0.5
+    if side.all() or not side.any():
+        side[np.argmin(np.abs(share - 0.5))] = not side[0]
+    return np.where(side[group_of], 1.0, -1.0)
+
+
+def split_rank(node: Node, guide: np.ndarray | None) -> tuple[int, float]:
+    """Sort key of the leaf to split next: the leaves that still hold several clusters of the
+    guide first, then the lowest objective per point."""
+    per_point = node.split.objective / node.index.size
+    if guide is None:
+        return 0, per_point
+    sizes = np.bincount(guide[node.index])
+    # A guide cluster counts where it has more than a stray point or two in this leaf.
+    whole = int(np.sum(sizes >= max(2, 0.1 * node.index.size / max(1, np.sum(sizes > 0)))))
+    return -min(whole, 2), per_point
+
+
+def recursive_bisection(
+    n_points: int,
+    n_clusters: int,
+    split_leaf: Callable[[np.ndarray], BinarySplit],
+    *,
+    guide: np.ndarray | None = None,
+    on_split: Callable[[int, float], None] | None = None,
+) -> list[Node]:
+    """Split leaves until there are ``n_clusters``; returns the tree's nodes (node 0 the root).
+
+    ``split_leaf(index)`` computes the best binary split of the points ``index``; each leaf is
+    split at most once. Leaves are numbered ``0..n_clusters-1`` by their first point, and the
+    ``y > 0`` side of a split is its right child. ``on_split(n_leaves, total objective)`` reports
+    progress.
+    """
+    nodes = [Node(np.arange(n_points))]
+    leaves = [0]
+    objective = 0.0
+    while len(leaves) < n_clusters:
+        for leaf in leaves:  # best split of every leaf not yet tried
+            node = nodes[leaf]
+            if node.split is None and node.index.size >= 2:
+                node.split = split_leaf(node.index)
+        splittable = [leaf for leaf in leaves if nodes[leaf].split is not None]
+        if not splittable:
+            raise ValueError(f"cannot form {n_clusters} clusters: every cluster is a single point")
+        chosen = min(splittable, key=lambda i: split_rank(nodes[i], guide))
+        node = nodes[chosen]
+        node.left, node.right = len(nodes), len(nodes) + 1
+        nodes.append(Node(node.index[node.split.y < 0]))
+        nodes.append(Node(node.index[node.split.y > 0]))
+        leaves.remove(chosen)
+        leaves += [node.left, node.right]
+        objective += node.split.objective
+        if on_split is not None:
+            on_split(len(leaves), objective)
+    for label, leaf in enumerate(sorted(leaves, key=lambda i: nodes[i].index.min())):
+        nodes[leaf].label = label
+    return nodes
+
+
+def tree_labels(nodes: list[Node], n_points: int) -> np.ndarray:
+    """Cluster of every training point: the label of the leaf holding it."""
+    labels = np.empty(n_points, dtype=np.int64)
+    for node in nodes:
+        if node.label is not None:
+            labels[node.index] = node.label
+    return labels
+
+
+def tree_objective(nodes: list[Node]) -> float:
+    """Sum of the objectives of the splits made (the internal nodes)."""
+    return float(sum(node.split.objective for node in nodes if node.left is not None))
