@@ -240,3 +240,32 @@ def test_params_are_validated_and_registered_on_the_slow_queue():
     spec = get_spec("gmmc")
     assert spec.queue == "slow" and spec.estimator is GMMC
     assert spec.max_n_for(spec.parse_params({"kernel_learning": True})) < spec.max_n
+
+
+def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
+    # Two moons and a blob (k = 3): (10) alone makes even splits, so the 1:2 root split comes
+    # from keeping the spectral guide's clusters whole. k-means cuts the moons (16 % error).
+    from sklearn.datasets import make_moons
+
+    moons, moon = make_moons(200, noise=0.05, random_state=0)
+    blob = np.random.default_rng(0).normal([3.5, 0.0], 0.2, size=(100, 2))
+    X, y = np.vstack([moons, blob]), np.r_[moon, np.full(100, 2)]
+    model = GMMC(n_clusters=3, random_state=0).fit(X)
+    assert kmeans_error(X, y, 3) >= 0.1
+    assert clustering_error(y, model.labels_) == 0.0
+    assert model.decision_function(X[:5]).shape == (5, 3)
+    assert np.mean(model.predict(X) == model.labels_) >= 0.99
+    meta, arrays = model.to_model()
+    np.testing.assert_array_equal(GMMC.from_model(meta, arrays).predict(X), model.predict(X))
+
+
+def test_keeping_guide_clusters_whole_moves_each_to_its_majority_side():
+    from algorithms.bisection import keep_guide_clusters_whole
+
+    guide = np.repeat([0, 1, 2], 4)
+    even_split = np.array([1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0], dtype=bool)  # cuts cluster 1
+    y = keep_guide_clusters_whole(even_split | (np.arange(12) == 6), guide)
+    np.testing.assert_array_equal(y, np.repeat([1.0, 1.0, -1.0], 4))
+    # Every cluster on one side: the least decided one changes side, so both sides are used.
+    y = keep_guide_clusters_whole(np.ones(12, dtype=bool), guide)
+    assert set(y.tolist()) == {-1.0, 1.0}
