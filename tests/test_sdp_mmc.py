@@ -319,3 +319,13 @@ def test_digits_subset_is_balanced_and_reproducible():
     X2, _ = digits_subset((0, 6, 8, 9), 20, seed=0)
     assert np.array_equal(X, X2) and np.bincount(y)[[0, 6, 8, 9]].tolist() == [20] * 4
     assert X.shape[1] == load_digits().data.shape[1]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open: at the default local-scaling width the relaxation of 450 touching Gaussians has two "
+    "near-equal leading eigenvalues (217, 210) and the eigenvector cut is 47 % wrong; the "
+    "thesis's median width gives 2.0 %, k-means 2.2 %, GMMC and iterSVR at the same width 2.2 %"))
+def test_default_width_separates_touching_gaussians_as_well_as_k_means():
+    X, y = two_gaussians(n=450, seed=2)
+    model = SDPMMC(random_state=0).fit(X)
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) + 0.01
