@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from algorithms.starts import SPECTRAL_START_MAX_N, spectral_partition
+
 
 class BinarySplit(Protocol):
     """What a two-class method returns for one leaf: labels in {-1, +1} over the leaf's points
@@ -53,6 +55,28 @@ def keep_guide_clusters_whole(positive: np.ndarray, guide: np.ndarray | None) ->
     if side.all() or not side.any():
         side[np.argmin(np.abs(share - 0.5))] = not side[0]
     return np.where(side[group_of], 1.0, -1.0)
+
+
+def spectral_guide(X: np.ndarray, n_clusters: int, rng) -> np.ndarray | None:
+    """The spectral k-partition that guides the splits; none above ``SPECTRAL_START_MAX_N``
+    points, where the kNN graph and its eigenvectors cost more than the method itself."""
+    if X.shape[0] > SPECTRAL_START_MAX_N:
+        return None
+    return spectral_partition(X, n_clusters, random_state=rng)
+
+
+def guided_split(X: np.ndarray, guide: np.ndarray | None, rng) -> np.ndarray:
+    """The spectral start of one split in {-1, +1}.
+
+    Without a guide, the spectral split of the points' kNN graph. With ``guide`` (the points'
+    clusters in a spectral k-partition of all the data, for ``n_clusters > 2``) the split keeps
+    guide clusters whole: each goes to the side of the 2-way spectral split that holds most of its
+    points, so recursive bisection can end at the k-partition instead of cutting through it.
+    """
+    split = spectral_partition(X, 2, random_state=rng)
+    if guide is None or np.unique(guide).size < 2:
+        return np.where(split == split[0], -1.0, 1.0)
+    return keep_guide_clusters_whole(split == 1, guide)
 
 
 def split_rank(node: Node, guide: np.ndarray | None) -> tuple[int, float]:

@@ -176,11 +176,11 @@ from algorithms.base import (
 from algorithms.bisection import (
     keep_guide_clusters_whole,
     recursive_bisection,
+    spectral_guide,
     tree_labels,
     tree_objective,
 )
 from algorithms.kernels import local_scaling_gamma, normalized_laplacian, squared_distances
-from algorithms.starts import SPECTRAL_START_MAX_N, spectral_partition
 from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------
@@ -899,9 +899,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         of (10)'s split that holds most of its points, and the leaves that still hold several of
         its clusters are split first. Above ``SPECTRAL_START_MAX_N`` points there is no guide.
         """
-        rng = check_random_state(self.random_state)
-        guide = (spectral_partition(X, self.n_clusters, random_state=rng)
-                 if X.shape[0] <= SPECTRAL_START_MAX_N else None)
+        guide = spectral_guide(X, self.n_clusters, check_random_state(self.random_state))
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> _LeafSplit:

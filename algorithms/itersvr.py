@@ -57,14 +57,15 @@ from algorithms.base import (
 )
 from algorithms.bisection import (
     Node,
-    keep_guide_clusters_whole,
+    guided_split,
     recursive_bisection,
+    spectral_guide,
     tree_labels,
     tree_objective,
 )
 from algorithms.dual_qp import solve_dual_qp
 from algorithms.kernels import pairwise_kernel, resolve_gamma
-from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_runs, spectral_partition
+from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_runs
 
 # ---------------------------------------------------------------------------------------------
 # Section 3.3: the class-balanced bias search, problem (8)
@@ -242,20 +243,6 @@ def iterate_svr(
     for key in trajectory:
         visited[key] = y
     return y, n_iter
-
-
-def guided_split(X: np.ndarray, guide: np.ndarray | None, rng) -> np.ndarray:
-    """The spectral start of one split in {-1, +1}.
-
-    Without a guide, the spectral split of the points' kNN graph. With ``guide`` (the points'
-    clusters in a spectral k-partition of all the data, for ``n_clusters > 2``) the split keeps
-    guide clusters whole: each goes to the side of the 2-way spectral split that holds most of its
-    points, so recursive bisection can end at the k-partition instead of cutting through it.
-    """
-    split = spectral_partition(X, 2, random_state=rng)
-    if guide is None or np.unique(guide).size < 2:
-        return np.where(split == split[0], -1.0, 1.0)
-    return keep_guide_clusters_whole(split == 1, guide)
 
 
 def initial_labelings(
@@ -514,9 +501,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _spectral_guide(self, X: np.ndarray, rng) -> np.ndarray | None:
         """The spectral k-partition that guides the bisection (``init="spectral"``, k > 2)."""
-        if self.init != "spectral" or self.n_clusters == 2 or X.shape[0] > SPECTRAL_START_MAX_N:
+        if self.init != "spectral" or self.n_clusters == 2:
             return None
-        return spectral_partition(X, self.n_clusters, random_state=rng)
+        return spectral_guide(X, self.n_clusters, rng)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""

@@ -53,6 +53,8 @@ class AlgorithmSpec:
     max_n_rule: Callable[[AlgorithmParams], int] | None = None
     # How queue and max_n follow from the parameters, in words (for GET /v1/algorithms).
     limits_rule: str = ""
+    # A 422 message when the labels a caller sent cannot be used with these parameters, else None.
+    check_labels: Callable[[AlgorithmParams, list[int]], str | None] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def queue_for(self, params: AlgorithmParams) -> QueueName:
@@ -186,10 +188,17 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=1800,
         retry_safe=True,
         # Limits measured in benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank).
-        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver),
-        limits_rule=(f"max_n = {sdp_mmc_max_n(2)} for n_clusters=2 on the low-rank solver, "
-                     f"{sdp_mmc_max_n(2, 'cvxpy')} with solver='cvxpy', {sdp_mmc_max_n(3)} for "
-                     "more clusters"),
+        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver,
+                                                params.multiclass),
+        limits_rule=(f"max_n = {sdp_mmc_max_n(2)} on the low-rank solver (two clusters, or more "
+                     f"by multiclass='bisection'), {sdp_mmc_max_n(2, 'cvxpy')} with "
+                     f"solver='cvxpy', {sdp_mmc_max_n(3, multiclass='joint')} for "
+                     "multiclass='joint' with more than two clusters"),
+        check_labels=lambda params, y: (
+            "partial labels with n_clusters > 2 need params.multiclass='joint' (the multi-class "
+            "SDP (4.8) with labels)"
+            if params.n_clusters > 2 and params.multiclass != "joint"
+            and any(label >= 0 for label in y) else None),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(

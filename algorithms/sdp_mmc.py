@@ -9,7 +9,11 @@ L. Xu, PhD thesis (2007), chapters 3 and 4
   Schur-complement form. The thesis drops the bias and centres the kernel (section 3.1), so ``K``
   is ``H K H``. Labels come from ``sqrt(alpha_1) v_1`` of ``M`` (Theorem 1) or, optionally, from
   randomized hyperplane rounding that keeps the labeling of smallest ``omega(yy^T)`` (footnote 3).
-* Multi-class, SDP (4.8): ``M_ij = delta(y_i, y_j)``, ``D_ir = delta(y_i, r)``, relaxed to
+* More than two clusters, default (``multiclass="bisection"``): recursive bisection with (3.5)
+  on one cluster's points per split, guided by a spectral k-partition
+  (:mod:`algorithms.bisection`, as iterSVR's section 4.4).
+* Multi-class, SDP (4.8) (``multiclass="joint"``): ``M_ij = delta(y_i, y_j)``,
+  ``D_ir = delta(y_i, r)``, relaxed to
   ``[[I, D^T], [D, M]] >= 0``, ``0 <= M, D <= 1``, ``diag(M) = e``, cluster sizes
   ``(1/k - eps) n <= M e <= (1/k + eps) n``. The ``(nk+1)``-square block
   ``[[I (x) K, p], [p^T, .]]`` is, by the Schur complement,
@@ -30,8 +34,8 @@ self-similarity (``trace(K) = n``) and ``beta`` is interpreted on that scale: th
 means the same trade-off for any feature scale, and SCS sees entries of order one. The
 multi-class cone is written for ``beta * p``, which keeps ``1 / beta^2`` out of the data.
 
-Solver: ``"lowrank"`` (default for two classes) is the Burer-Monteiro augmented Lagrangian of
-:mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
+Solver: ``"lowrank"`` (default; every solve of (3.5)) is the Burer-Monteiro augmented Lagrangian
+of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
 ``certificate_``); multi-class (4.8) still goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
 ``"CLARABEL"`` are the reference formulations below. cvxpy with SCS (first-order) or Clarabel
 (interior point), measured on two
@@ -45,12 +49,14 @@ with the solver's status.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.svm import LinearSVC
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
@@ -74,6 +80,14 @@ from algorithms.base import (
     randomized_rounding,
     report,
     solve_conic,
+)
+from algorithms.bisection import (
+    guided_split,
+    keep_guide_clusters_whole,
+    recursive_bisection,
+    spectral_guide,
+    tree_labels,
+    tree_objective,
 )
 from algorithms.kernels import center_kernel, pairwise_kernel, resolve_gamma, squared_distances
 
@@ -358,6 +372,26 @@ def labels_from_assignment(D: np.ndarray, M: np.ndarray, labels: np.ndarray | No
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _TwoClassFit:
+    """One solve of SDP (3.5) and the labels rounded from it."""
+
+    labels: np.ndarray
+    M: np.ndarray
+    omega: float
+    scores: np.ndarray
+    notes: list[str]
+    n_iter: int
+    certificate: dict | None
+    rounded_objective: float | None
+
+
+@dataclass
+class _LeafSplit:
+    y: np.ndarray  # {-1, +1} over the leaf's points
+    objective: float
+
+
 class SDPMMCParams(AlgorithmParams):
     """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
 
@@ -379,6 +413,12 @@ class SDPMMCParams(AlgorithmParams):
             "(1/k - eps) n <= cluster size <= (1/k + eps) n."
         ),
     )
+    multiclass: Literal["bisection", "joint"] = Field(
+        "bisection",
+        description="n_clusters > 2: 'bisection' splits one cluster at a time with the "
+        "two-class SDP (3.5), guided by a spectral k-partition (low-rank solver); 'joint' solves "
+        "the multi-class SDP (4.8) (SCS; required with partial labels).",
+    )
     rounding: Literal["eigenvector", "randomized"] = Field(
         "eigenvector",
         description="Two-class label recovery: sign of sqrt(alpha_1) v_1, or randomized hyperplane "
@@ -396,9 +436,9 @@ class SDPMMCParams(AlgorithmParams):
     random_state: RandomStateParam = None
 
 
-# The thesis's setting: its median-distance width; the paper rows of tests/ and benchmarks/ run
-# with it.
-SEED_SETTING = {"gamma": "seed"}
+# The thesis's setting: its median-distance width and the multi-class SDP (4.8); the paper rows
+# of tests/ and benchmarks/ run with it.
+SEED_SETTING = {"gamma": "seed", "multiclass": "joint"}
 
 
 class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -407,7 +447,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=2
-        2 solves SDP (3.5); more solves SDP (4.8).
+        2 solves SDP (3.5); more solves SDP (3.5) per split or SDP (4.8) (``multiclass``).
     kernel : {"rbf", "linear"}, default="rbf"
     gamma : float or {"auto", "seed", "scale"}, default="auto"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,
@@ -422,6 +462,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     class_balance : float, default=0.1
         Two-class: ``-eps <= e^T y <= eps`` with ``eps = class_balance * n``. Multi-class:
         cluster sizes within ``(1/k -+ class_balance) n``.
+    multiclass : {"bisection", "joint"}, default="bisection"
+        ``n_clusters > 2``. ``"bisection"``: recursive bisection with SDP (3.5) per split on the
+        low-rank solver (:meth:`_fit_bisection`); on the ten sets of ``benchmarks/defaults.py``
+        it took 9 s for the six with k = 3, where (4.8) on SCS took 60 s. ``"joint"``: the
+        thesis's multi-class SDP (4.8), the only route for partial labels with k > 2.
     rounding : {"eigenvector", "randomized"}, default="eigenvector"
         Two-class recovery. "randomized" draws ``n_rounding`` random hyperplanes from the factor
         of ``M`` and keeps the balanced labeling with the smallest ``omega(yy^T)``. With RBF kernels
@@ -429,8 +474,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         eigenvector (Theorem 1) is the default.
     n_rounding : int, default=50
     solver : {"lowrank", "cvxpy", "SCS", "CLARABEL"}, default="lowrank"
-        ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (two-class; k > 2
-        runs SCS); ``"cvxpy"`` is SCS on the cvxpy formulation, the reference.
+        ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
+        (3.5); (4.8) runs SCS); ``"cvxpy"`` is SCS on the cvxpy formulation, the reference.
     tol : float, default=1e-3
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
@@ -502,6 +547,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         gamma: float | str = "auto",
         beta: float = 0.01,
         class_balance: float = 0.1,
+        multiclass: str = "bisection",
         rounding: str = "eigenvector",
         n_rounding: int = 50,
         solver: str = "lowrank",
@@ -514,6 +560,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.gamma = gamma
         self.beta = beta
         self.class_balance = class_balance
+        self.multiclass = multiclass
         self.rounding = rounding
         self.n_rounding = n_rounding
         self.solver = solver
@@ -546,16 +593,25 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                            else resolve_gamma(X, self.gamma, random_state=self.random_state))
         else:
             self.gamma_ = 0.0
-        self.solver_ = self._cvxpy_solver() if self.solver != "lowrank" or k > 2 else "lowrank"
+        joint = k > 2 and (self.multiclass == "joint" or labels is not None)
+        if joint and self.multiclass != "joint":
+            raise ValueError(
+                "partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
+                "SDP (4.8) with labels, thesis section 4.3)"
+            )
+        self.solver_ = self._cvxpy_solver() if self.solver != "lowrank" or joint else "lowrank"
         self.warnings_: list[str] = []
-        kind = "two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}"
+        kind = ("two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}" if joint
+                else f"two-class SDP (3.5) by recursive bisection, k={k}")
         report(progress, 0, None, f"building the {kind} for {n} points")
         K_raw = pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_)
         report(progress, 1, None, f"solving the {kind} with {self.solver_}")
         if k == 2:
             self._fit_two_class(K_raw, labels, progress)
-        else:
+        elif joint:
             self._fit_multiclass(K_raw, labels, progress)
+        else:
+            self._fit_bisection(X, K_raw, progress)
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
         self.classifier_ = KernelExpansionClassifier.fit(
@@ -566,23 +622,34 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return self
 
     def _fit_two_class(self, K_raw: np.ndarray, labels, progress) -> None:
-        n = K_raw.shape[0]
-        K = center_kernel(K_raw)  # no bias in (3.5): centre in feature space (section 3.1)
-        K = K / unit_trace_scale(K)
-        limit = balance_limit(n, self.class_balance)
         signs = None
         if labels is not None:
             signs = np.where(labels < 0, 0.0, np.where(labels == 1, 1.0, -1.0))
+        fit = self._two_class(K_raw, signs, balance_limit(K_raw.shape[0], self.class_balance),
+                              progress)
+        self.warnings_ += fit.notes
+        self.label_matrix_, self.objective_, self.scores_ = fit.M, fit.omega, fit.scores
+        self.n_iter_ = fit.n_iter
+        if fit.certificate is not None:
+            self.certificate_ = fit.certificate
+        if fit.rounded_objective is not None:
+            self.rounded_objective_ = fit.rounded_objective
+        self.labels_ = fit.labels
+
+    def _two_class(self, K_raw: np.ndarray, signs: np.ndarray | None, limit: float,
+                   progress) -> _TwoClassFit:
+        """SDP (3.5) on ``K_raw`` under ``|e^T y| <= limit``, and its labels (Theorem 1)."""
+        K = center_kernel(K_raw)  # no bias in (3.5): centre in feature space (section 3.1)
+        K = K / unit_trace_scale(K)
+        certificate = rounded = None
         if self.solver_ == "lowrank":
-            M, omega, notes, self.n_iter_, self.certificate_ = self._solve_two_class_lowrank(
+            M, omega, notes, n_iter, certificate = self._solve_two_class_lowrank(
                 K, limit, signs, progress)
         else:
-            M, omega, notes, self.n_iter_ = solve_two_class_sdp(
+            M, omega, notes, n_iter = solve_two_class_sdp(
                 K, beta=self.beta, limit=limit, y_partial=signs, solver=self.solver_,
                 tol=self.tol, max_iter=self.max_iter,
             )
-        self.warnings_ += notes
-        self.label_matrix_, self.objective_ = M, omega
         report(progress, 2, omega, f"rounding the label matrix ({self.rounding})")
         scores = psd_factor(M, rank=1)[:, 0]
         if signs is not None:  # orient the eigenvector to agree with the known labels
@@ -590,14 +657,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 scores = -scores
         elif scores[0] < 0:
             scores = -scores
-        self.scores_ = scores
         if self.rounding == "randomized":
             Z = psd_factor(K)
-            y_pm, value, _ = randomized_rounding(
+            y_pm, rounded, _ = randomized_rounding(
                 M, lambda y_: two_class_margin_objective(Z, y_, self.beta), limit=limit,
                 n_trials=self.n_rounding, random_state=self.random_state,
             )
-            self.rounded_objective_ = value
         else:
             y_pm = balanced_signs(scores, limit)
         if signs is not None:
@@ -605,10 +670,45 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             if y_pm[known] @ signs[known] < 0:
                 y_pm = -y_pm
             y_pm[known] = signs[known]
-            self.labels_ = (y_pm > 0).astype(np.int64)
+            labels = (y_pm > 0).astype(np.int64)
         else:
             # cluster 0 holds the first point, as labels_from_leading_eigenvector names them
-            self.labels_ = (y_pm != y_pm[0]).astype(np.int64)
+            labels = (y_pm != y_pm[0]).astype(np.int64)
+        return _TwoClassFit(labels, M, omega, scores, list(notes), int(n_iter), certificate,
+                            rounded)
+
+    def _fit_bisection(self, X: np.ndarray, K_raw: np.ndarray, progress) -> None:
+        """``multiclass="bisection"``: recursive bisection (:mod:`algorithms.bisection`), each
+        split the two-class SDP (3.5) on one cluster's points.
+
+        The balance of (3.5) (``|e^T y| <= class_balance n``) would cut one of three equal
+        clusters in half at the first split. Each split therefore allows the imbalance of its
+        spectral start (:func:`algorithms.bisection.guided_split`, the spectral k-partition of
+        the data keeping its clusters whole), as iterSVR does, and the SDP's labels are moved
+        so that no cluster of that partition is cut.
+        """
+        rng = check_random_state(self.random_state)
+        guide = spectral_guide(X, self.n_clusters, rng)
+        splits: list[_TwoClassFit] = []
+
+        def split_leaf(index: np.ndarray) -> _LeafSplit:
+            leaf_guide = None if guide is None else guide[index]
+            start = guided_split(X[index], leaf_guide, rng)
+            limit = max(balance_limit(index.size, self.class_balance), abs(float(start.sum())))
+            fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, progress)
+            splits.append(fit)
+            return _LeafSplit(keep_guide_clusters_whole(fit.labels == 1, leaf_guide), fit.omega)
+
+        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
+        self.labels_ = tree_labels(nodes, X.shape[0])
+        self.objective_ = tree_objective(nodes)
+        self.n_iter_ = int(sum(fit.n_iter for fit in splits))
+        self.scores_ = splits[0].scores
+        for fit in splits:
+            self.warnings_ += fit.notes
+        certificates = [fit.certificate for fit in splits if fit.certificate is not None]
+        if certificates:  # the weakest of the splits' certificates
+            self.certificate_ = max(certificates, key=lambda c: c["relative_gap"] or 0.0)
 
     def _cvxpy_solver(self) -> str:
         return "SCS" if self.solver in ("lowrank", "cvxpy") else self.solver
@@ -682,7 +782,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_support_ = self.classifier_.n_support
 
 
-def recommended_max_n(n_clusters: int, solver: str = "lowrank") -> int:
+def recommended_max_n(n_clusters: int, solver: str = "lowrank", multiclass: str = "bisection"
+                      ) -> int:
     """Registry size limit, measured with ``benchmarks/sdp_mmc.py`` (SCS, tol 1e-3, 2 shared cores
     under load): two-class n = 200 / 300 / 400 / 500 took 17 / 43 / 75 / 185 s (325-575 SCS
     iterations, one n x n and one (n+1) x (n+1) PSD cone); k = 4 n = 200 / 300 / 400 took
@@ -692,8 +793,10 @@ def recommended_max_n(n_clusters: int, solver: str = "lowrank") -> int:
     other jobs): n = 200 / 400 / 800 / 1,200 in 0.6 / 2.8 / 17 / 64 s with certified gaps of
     2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 certified (gap 3e-7) in 626 s, but
     at load 8-9 the same size took 636 s for 80 of those 300 outer iterations, which could reach
-    the 1,800 s timeout; so the limit is 1,200."""
-    if n_clusters > 2:
+    the 1,800 s timeout; so the limit is 1,200. Recursive bisection (k > 2, ``multiclass=
+    "bisection"``) solves (3.5) on all points once and then on ever smaller clusters, so it has
+    the two-class limits."""
+    if n_clusters > 2 and multiclass == "joint":
         return MULTICLASS_MAX_N
     return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N
 

@@ -57,7 +57,8 @@ def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int, unit: str 
     )
 
 
-def _labels(spec: AlgorithmSpec, y: list[int] | None, n: int) -> list[int] | None:
+def _labels(spec: AlgorithmSpec, params: AlgorithmParams, y: list[int] | None, n: int
+            ) -> list[int] | None:
     if spec.labels == "none":
         if y is not None:
             raise field_error(422, "body.data.y", f"{spec.name} does not take labels; omit y")
@@ -70,6 +71,8 @@ def _labels(spec: AlgorithmSpec, y: list[int] | None, n: int) -> list[int] | Non
         raise field_error(422, "body.data.y", f"has {len(y)} labels for {n} points")
     if spec.labels == "required" and len(set(y)) < 2:
         raise field_error(422, "body.data.y", "needs at least two classes")
+    if spec.check_labels is not None and (problem := spec.check_labels(params, y)):
+        raise field_error(422, "body.data.y", problem)
     return y
 
 
@@ -90,7 +93,7 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
                 raise field_error(422, f"body.data.sequences.{i}", "holds negative symbols")
         n = len(data.sequences)
         _size_limit(spec, params, sum(len(seq) for seq in data.sequences), unit="positions")
-        y = _labels(spec, data.y, n)
+        y = _labels(spec, params, data.y, n)
         return PreparedInput(n, None, sequences=data.sequences, y=y)
 
     if data.sequences is not None:
@@ -112,7 +115,7 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
             check_clustering_input(X, n_clusters)
         except ValueError as exc:
             raise field_error(422, "body.data.X", str(exc)) from None
-    y = _labels(spec, data.y, n)
+    y = _labels(spec, params, data.y, n)
     return PreparedInput(n, int(X.shape[1]), X=X, dataset_id=dataset_id, y=y)
 
 

@@ -38,7 +38,7 @@ def suite():
 DEFAULTS_ISSUE_ALGORITHMS = ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc")
 
 # Measured (benchmarks/defaults.py, random_state 0): spectral 0.879; itersvr 0.877 (wine 0.864
-# against spectral's 0.880), cpm3c 0.872, svc 0.777 (breast cancer 0.00), gmmc 0.813, sdp_mmc 0.787.
+# against spectral's 0.880), cpm3c 0.872, svc 0.777 (breast cancer 0.00), gmmc 0.813, sdp_mmc 0.862.
 _BELOW_SPECTRAL = {
     "itersvr": "mean ARI 0.877 against spectral's 0.879 (wine 0.864 against 0.880, iris 0.645 "
                "against 0.646): its labels are the spectral start, kept or moved by a few points "
@@ -50,14 +50,14 @@ _BELOW_SPECTRAL = {
     "gmmc": "mean ARI 0.813: breast cancer -0.00, (10) splits off 3 points whose RBF affinities "
             "vanish at the local width (the kNN graph's Laplacian gives 0.66 but 0.02 on digits "
             "1-7); k > 2 equals the spectral guide",
-    "sdp_mmc": "mean ARI 0.787: the multi-class SDP (4.8) at the local width is at k-means' "
-               "level (blobs 0.76, anisotropic 0.64, varied 0.77, iris 0.59), breast cancer 0.55 "
-               "(class balance 0.1 against a 37:63 split)",
+    "sdp_mmc": "mean ARI 0.862: breast cancer 0.546 (the SDP's optimum at the local width is "
+               "a 1:1 split at every class_balance from 0.1 to 0.4); k > 2 by bisection equals "
+               "the spectral guide",
 }
 _BELOW_KMEANS = {
     "svc": "breast cancer 0.00 and wine 0.70 against k-means 0.64 and 0.90",
     "gmmc": "breast cancer -0.00 against k-means 0.64 (three points split off)",
-    "sdp_mmc": "blobs 0.76, iris 0.59, breast cancer 0.55 against k-means 1.00, 0.62, 0.64",
+    "sdp_mmc": "breast cancer 0.546 against k-means 0.638",
 }
 
 

@@ -308,9 +308,11 @@ def test_labels_from_label_matrix_recovers_blocks():
 
 def test_registry_routes_to_slow_queue_with_separate_limits():
     spec = get_spec("sdp_mmc")
-    two, four = SDPMMCParams(), SDPMMCParams(n_clusters=4)
+    two, four = SDPMMCParams(), SDPMMCParams(n_clusters=4, multiclass="joint")
     assert spec.queue_for(two) == "slow" and spec.labels == "optional"
     assert spec.max_n_for(two) > spec.max_n_for(four) >= 80
+    # Bisection solves (3.5) on the low-rank solver: the two-class limit.
+    assert spec.max_n_for(SDPMMCParams(n_clusters=4)) == spec.max_n_for(two)
     assert "itersvr" in spec.notes["alternative"] and "cpm3c" in spec.notes["alternative"]
 
 
@@ -329,3 +331,33 @@ def test_default_width_separates_touching_gaussians_as_well_as_k_means():
     X, y = two_gaussians(n=450, seed=2)
     model = SDPMMC(random_state=0).fit(X)
     assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 2) + 0.01
+
+
+def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
+    # Two moons and a blob: each split is (3.5) on one cluster's points, allowed the imbalance
+    # of its spectral start (1:2 at the first split); k-means cuts the moons (16 % error).
+    from sklearn.datasets import make_moons
+
+    moons, moon = make_moons(200, noise=0.05, random_state=0)
+    blob = np.random.default_rng(0).normal([3.5, 0.0], 0.2, size=(100, 2))
+    X, y = np.vstack([moons, blob]), np.r_[moon, np.full(100, 2)]
+    model = SDPMMC(n_clusters=3, random_state=0).fit(X)
+    assert kmeans_error(X, y, 3) >= 0.1
+    assert clustering_error(y, model.labels_) == 0.0
+    assert model.solver_ == "lowrank" and model.certificate_["status"] == "optimal"
+    assert np.mean(model.predict(X) == model.labels_) >= 0.99
+    meta, arrays = model.to_model()
+    np.testing.assert_array_equal(SDPMMC.from_model(meta, arrays).predict(X), model.predict(X))
+
+
+def test_partial_labels_with_more_than_two_clusters_need_the_joint_program():
+    X, y = digits_subset((6, 8, 9), 10, seed=0)
+    partial = np.where(np.arange(y.size) % 5 == 0, np.searchsorted([6, 8, 9], y), -1)
+    with pytest.raises(ValueError, match="multiclass='joint'"):
+        SDPMMC(n_clusters=3).fit(X, partial)
+    spec = get_spec("sdp_mmc")
+    message = spec.check_labels(SDPMMCParams(n_clusters=3), partial.tolist())
+    assert "multiclass='joint'" in message
+    joint = SDPMMCParams(n_clusters=3, multiclass="joint")
+    assert spec.check_labels(joint, partial.tolist()) is None
+    assert spec.check_labels(SDPMMCParams(n_clusters=3), [-1] * y.size) is None

@@ -61,7 +61,7 @@ def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url
 
 def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
     spec = get_spec("sdp_mmc")
-    for params in ({}, {"n_clusters": 4}):
+    for params in ({}, {"n_clusters": 4}, {"n_clusters": 4, "multiclass": "joint"}):
         n = spec.max_n_for(spec.parse_params(params)) + 1
         rng = np.random.default_rng(0)
         payload = {"algorithm": {"name": "sdp_mmc", "params": params},
@@ -88,3 +88,12 @@ def test_two_class_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(servic
     certificate = result["extras"]["certificate"]
     assert certificate["solver"] == "lowrank" and certificate["status"] == "optimal"
     assert certificate["relative_gap"] <= 1e-3
+
+
+def test_partial_labels_with_three_clusters_by_bisection_get_a_422(service_url):
+    X, _ = two_gaussians(n=30, seed=2)
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {"n_clusters": 3}},
+               "data": {"X": X.tolist(), "y": [0, 1, 2] + [-1] * 27}}
+    response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
+    assert response.status_code == 422, response.text
+    assert "multiclass='joint'" in response.text and "data.y" in response.text
