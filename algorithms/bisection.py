@@ -34,6 +34,15 @@ class BinarySplit(Protocol):
 
 
 @dataclass
+class LeafSplit:
+    """A :class:`BinarySplit` with the method's own record of how it was found."""
+
+    y: np.ndarray
+    objective: float
+    detail: Any = None
+
+
+@dataclass
 class Node:
     index: np.ndarray  # training points in this node
     split: Any | None = None  # the BinarySplit of its points, once computed

@@ -174,6 +174,7 @@ from algorithms.base import (
     report,
 )
 from algorithms.bisection import (
+    LeafSplit,
     keep_guide_clusters_whole,
     recursive_bisection,
     spectral_guide,
@@ -268,16 +269,6 @@ class GMMCSolution:
     status: str  # "optimal" or "inaccurate"
     messages: list[str] = field(default_factory=list)
     rank_too_small: bool = False  # the certificate failed: a higher rank may reach the optimum
-
-
-@dataclass
-class _LeafSplit:
-    """One split of recursive bisection (``n_clusters > 2``): labels in {-1, +1}, the value of
-    (10) on the leaf's points, and its solution."""
-
-    y: np.ndarray
-    objective: float
-    solution: GMMCSolution
 
 
 # Starting factor rank. Pataki's bound sqrt(2 m) for m = n constraints guarantees a rank-r
@@ -902,7 +893,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide = spectral_guide(X, self.n_clusters, check_random_state(self.random_state))
         solutions: list[GMMCSolution] = []
 
-        def split_leaf(index: np.ndarray) -> _LeafSplit:
+        def split_leaf(index: np.ndarray) -> LeafSplit:
             S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)]))
             solution = self._solve(S, on_alm)
             solutions.append(solution)
@@ -910,11 +901,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             if np.unique(labels).size < 2:  # as in two-class: the median of the relaxed labels
                 labels = (scores < np.median(scores)).astype(np.int64)
             y = keep_guide_clusters_whole(labels == 1, None if guide is None else guide[index])
-            return _LeafSplit(y=y, objective=float(solution.dual), solution=solution)
+            return LeafSplit(y, float(solution.dual), solution)
 
         nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
         self.labels_ = tree_labels(nodes, X.shape[0])
-        root = nodes[0].split.solution
+        root = nodes[0].split.detail
         self.scores_ = labels_from_factor(root.V)[1]
         self.objective_ = tree_objective(nodes)
         self.duality_gap_ = float(max(s.gap for s in solutions))

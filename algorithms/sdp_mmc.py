@@ -82,6 +82,7 @@ from algorithms.base import (
     solve_conic,
 )
 from algorithms.bisection import (
+    LeafSplit,
     guided_split,
     keep_guide_clusters_whole,
     recursive_bisection,
@@ -386,12 +387,6 @@ class _TwoClassFit:
     rounded_objective: float | None
 
 
-@dataclass
-class _LeafSplit:
-    y: np.ndarray  # {-1, +1} over the leaf's points
-    objective: float
-
-
 class SDPMMCParams(AlgorithmParams):
     """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
 
@@ -691,13 +686,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide = spectral_guide(X, self.n_clusters, rng)
         splits: list[_TwoClassFit] = []
 
-        def split_leaf(index: np.ndarray) -> _LeafSplit:
+        def split_leaf(index: np.ndarray) -> LeafSplit:
             leaf_guide = None if guide is None else guide[index]
             start = guided_split(X[index], leaf_guide, rng)
             limit = max(balance_limit(index.size, self.class_balance), abs(float(start.sum())))
             fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, progress)
             splits.append(fit)
-            return _LeafSplit(keep_guide_clusters_whole(fit.labels == 1, leaf_guide), fit.omega)
+            y = keep_guide_clusters_whole(fit.labels == 1, leaf_guide)
+            return LeafSplit(y, fit.omega, fit)
 
         nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
         self.labels_ = tree_labels(nodes, X.shape[0])
