@@ -88,16 +88,15 @@ def guided_split(X: np.ndarray, guide: np.ndarray | None, rng) -> np.ndarray:
     return keep_guide_clusters_whole(split == 1, guide)
 
 
-def split_rank(node: Node, guide: np.ndarray | None) -> tuple[int, float]:
-    """Sort key of the leaf to split next: the leaves that still hold several clusters of the
-    guide first, then the lowest objective per point."""
-    per_point = node.split.objective / node.index.size
+def guide_rank(node: Node, guide: np.ndarray | None) -> int:
+    """First part of the order in which leaves are split: the leaves that still hold several
+    clusters of the guide (-2), one cluster and strays (-1); 0 without a guide."""
     if guide is None:
-        return 0, per_point
+        return 0
     sizes = np.bincount(guide[node.index])
     # A guide cluster counts where it has more than a stray point or two in this leaf.
     whole = int(np.sum(sizes >= max(2, 0.1 * node.index.size / max(1, np.sum(sizes > 0)))))
-    return -min(whole, 2), per_point
+    return -min(whole, 2)
 
 
 def recursive_bisection(
@@ -110,23 +109,27 @@ def recursive_bisection(
 ) -> list[Node]:
     """Split leaves until there are ``n_clusters``; returns the tree's nodes (node 0 the root).
 
-    ``split_leaf(index)`` computes the best binary split of the points ``index``; each leaf is
-    split at most once. Leaves are numbered ``0..n_clusters-1`` by their first point, and the
-    ``y > 0`` side of a split is its right child. ``on_split(n_leaves, total objective)`` reports
-    progress.
+    ``split_leaf(index)`` computes the best binary split of the points ``index``. The leaf split
+    next is, among the leaves of the best :func:`guide_rank`, the one whose split has the lowest
+    objective per point; splits are computed only for those leaves, each at most once (a leaf
+    holding one guide cluster is not solved while another holds several: with three clusters
+    and k = 3, one solve less, and homogeneous leaves are the slow solves). Leaves are numbered
+    ``0..n_clusters-1`` by their first point, and the ``y > 0`` side of a split is its right
+    child. ``on_split(n_leaves, total objective)`` reports progress.
     """
     nodes = [Node(np.arange(n_points))]
     leaves = [0]
     objective = 0.0
     while len(leaves) < n_clusters:
-        for leaf in leaves:  # best split of every leaf not yet tried
-            node = nodes[leaf]
-            if node.split is None and node.index.size >= 2:
-                node.split = split_leaf(node.index)
-        splittable = [leaf for leaf in leaves if nodes[leaf].split is not None]
-        if not splittable:
+        candidates = [leaf for leaf in leaves if nodes[leaf].index.size >= 2]
+        if not candidates:
             raise ValueError(f"cannot form {n_clusters} clusters: every cluster is a single point")
-        chosen = min(splittable, key=lambda i: split_rank(nodes[i], guide))
+        ranks = {leaf: guide_rank(nodes[leaf], guide) for leaf in candidates}
+        front = [leaf for leaf in candidates if ranks[leaf] == min(ranks.values())]
+        for leaf in front:
+            if nodes[leaf].split is None:
+                nodes[leaf].split = split_leaf(nodes[leaf].index)
+        chosen = min(front, key=lambda i: nodes[i].split.objective / nodes[i].index.size)
         node = nodes[chosen]
         node.left, node.right = len(nodes), len(nodes) + 1
         nodes.append(Node(node.index[node.split.y < 0]))
