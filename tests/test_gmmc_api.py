@@ -11,7 +11,8 @@ from tests.helpers import submit_job, wait_for_job
 def test_gmmc_kernel_learning_job_runs_on_the_slow_queue_and_its_model_predicts(service_url):
     X, y = two_jointed_circles()
     payload = {"algorithm": {"name": "gmmc",
-                             "params": {"kernel_learning": True, "random_state": 0}},
+                             "params": {"kernel_learning": True, "random_state": 0,
+                                        "degree_regularization": 0.0}},
                "data": {"X": X.tolist()}}
     job = submit_job(service_url, payload)
     assert job["queue"] == "slow"
