@@ -361,3 +361,16 @@ def test_partial_labels_with_more_than_two_clusters_need_the_joint_program():
     joint = SDPMMCParams(n_clusters=3, multiclass="joint")
     assert spec.check_labels(joint, partial.tolist()) is None
     assert spec.check_labels(SDPMMCParams(n_clusters=3), [-1] * y.size) is None
+
+
+@pytest.mark.parametrize(("k", "multiclass"), [(3, "bisection"), (5, "bisection"),
+                                               (6, "bisection"), (4, "joint")])
+def test_every_cluster_is_non_empty_for_every_k(k, multiclass):
+    # Blobs of unequal sizes (the last one a third of the others), k-means as the baseline.
+    sizes = [24] * (k - 1) + [8]
+    centers = [(6.0 * (i % 3), 6.0 * (i // 3)) for i in range(k)]
+    X, y = make_blobs(n_samples=sizes, centers=centers, cluster_std=0.6, random_state=k)
+    model = SDPMMC(n_clusters=k, multiclass=multiclass, random_state=0).fit(X)
+    assert np.bincount(model.labels_, minlength=k).min() >= 1
+    # k-means makes no error on these; at k = 6 the spectral guide misplaces 2 of 128 points.
+    assert clustering_error(y, model.labels_) <= kmeans_error(X, y, k) + 0.02
