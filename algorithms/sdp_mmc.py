@@ -488,7 +488,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     assignment_ : ndarray of shape (n_samples, n_clusters)
         The relaxed ``D`` of (4.8) (multi-class only).
     scores_ : ndarray of shape (n_samples,)
-        Two-class relaxed labels ``sqrt(alpha_1) v_1``.
+        Two-class relaxed labels ``sqrt(alpha_1) v_1`` (bisection: those of the first split).
     objective_ : float
         Two-class: optimal value of the SDP (3.5), the relaxed inverse squared margin ``omega``.
         Multi-class: ``omega`` of Theorem 2 at the recovered labels
@@ -503,7 +503,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         The solver that ran: "lowrank", "SCS" or "CLARABEL".
     certificate_ : dict
         Low-rank solver only: status, objective, certified lower bound, relative gap,
-        infeasibility and the dual slack's smallest eigenvalue.
+        infeasibility and the dual slack's smallest eigenvalue (bisection: the split with the
+        largest gap).
     warnings_ : list of str
         Solver reports worth knowing (inaccurate solutions), returned with job results.
     classifier_ : KernelExpansionClassifier
