@@ -77,67 +77,9 @@ which selects the kernel on which even the best clustering has the smallest marg
 widest RBF (``L_k + u_k u_k^T -> I``); more than 99 % of the weight goes to the 100 % width on every
 set. That reproduces the seed's kernel-learning column on the digit pairs (equal or lower error),
 the jointed circles and the Gaussians, but not on two concentric circles (50 % instead of 0 %).
-Readings checked against the seed's text, none of which meets the whole column
-(``python -m benchmarks.gmmc --only readings``):
-
-* normalizing the candidates: the seed's ``L_k`` are already normalized (``lambda_max = 1`` for
-  an RBF affinity, which is PSD), and the per-width optimum of (10) divided by ``tr L_k``, by
-  ``lambda_max(L_k)`` or multiplied by ``tr L_k^+`` (the trace of Remark II's kernel, the MKL
-  convention of [13]) is still largest at the 100 % width on all seven sets (and increasing in the
-  width, except ``tr L^+`` on digits 3-8 and 8-9), so the maximum stays there (an exact Clarabel
-  solve of trace-normalized (12) on two circles: ``beta_10 = 1``, 48.8 %);
-* flipping to ``min_beta`` (margin maximization, as in [13]): ``min_beta max_gamma`` of a function
-  concave in ``beta`` is attained at a vertex, i.e. a single width, and the seed's ``max_{gamma,
-  beta}`` is not that problem; it picks the 10 % width everywhere (also with the normalizations
-  above except ``tr L^+``, which picks 20 % on digits 3-8 and 8-9): two circles 0 %, but jointed
-  circles 46.2 % (seed 0 %);
-* the bare ``L_k`` (no lifted null vector) in (12) as printed: each vertex is degenerate (``gamma =
-  0``), mixtures are not, and the maximum mixes the 20 % and 100 % widths: two circles 0 %, but the
-  jointed circles 40 %, the Gaussians 43.8 % (exact Clarabel solves) and the digit pairs 38-46 %
-  (exponentiated gradient, stopped at 30 steps).
-
-Further readings of how the candidates are built (``python -m benchmarks.gmmc --only
-readings``, second table, except the Laplace kernel, the ``lambda_max`` lift and the conic
-solve, measured once; "joint" is (12) solved by exponentiated gradient; error % on two
-circles / jointed circles / Gaussians / digits 3-8, 1-7, 2-7, 8-9; the issue's bounds are 2 / 2 /
-5.75 / 7.6, 5, 7.6, 14):
-
-* zero-diagonal affinities (``s(u, u) = 0`` as in Ng et al.; then ``tr L_k = n`` for every
-  width, so the candidates are trace-normalized by construction): ``phi_k`` still increases with
-  the width, joint ``beta`` >= 0.99 on the 100 % width: 50 / 0 / 2.5 / 5.6, 0.3, 1.4, 9.0.
-  Lifting ``u`` to ``lambda_max(L_k)`` instead of 1 leaves every ``phi_k`` and the joint
-  solution unchanged to three digits (``u`` is nearly ``e``, which the bias absorbs);
-* ``exp(-d^2 / sigma^2)`` instead of ``exp(-d^2 / (2 sigma^2))`` (widths / sqrt 2), with unit or
-  zero diagonal: the same, joint ``beta`` on 100 %: 50 / 0 / 2.5 / 5.6, 0.3, 1.4, 9.0; the
-  Laplace kernel ``exp(-d / sigma)`` gives 49 % on two circles at every width; the fraction read
-  as ``sigma`` in ``exp(-d^2 / sigma)`` or as ``gamma`` in ``exp(-gamma d^2)`` (both times the
-  range): joint ``beta`` 1.00 on the widest candidate, two circles 50 %, jointed circles 0 %;
-* ``u`` lifted to ``10^-3`` instead of 1 (a tiny ridge, unit or zero diagonal): the degree split
-  (:func:`degenerate_laplacian_labels`) is then nearly free, which happens to separate the two
-  circles at every width (0 %), but joint ``beta`` is still ~0.95 on 100 % and the other rows
-  fail: jointed circles 50, Gaussians 36, digits 35, 42, 41, 43 (unit diagonal);
-* (not in the benchmark, measured once) the joint (n+1) x (n+1) LMI of (12) exactly as printed,
-  all ``beta`` and ``gamma`` in one conic solve (cvxpy/SCS, default tolerances as a
-  SeDuMi-style solve would use; n = 80): with the lifted Laplacians ``beta_10 = 1.00`` on two
-  circles (50 %), jointed circles (0 %) and Gaussians (3.75 %), i.e. the same optimum as
-  exponentiated gradient (SCS reports "optimal" with ``sum gamma`` = 79.9 where the certified
-  optimum is 75.5; with ``eps = 1e-8`` it stops "optimal_inaccurate" after 6 minutes, still
-  ``beta_10 = 1``); with the bare Laplacians SCS also
-  returns ``beta_10 = 1`` and the degree split: 0 / 50 / 45 %. Clarabel fails on the lifted LMI;
-* the labels: at the learned ``beta`` on two circles the KKT matrix has a two-dimensional null
-  space (two linear splits); both null vectors and the next three eigenvectors give 47.5-50 %,
-  so no choice of "the eigenvector for the zero eigenvalue" separates the rings.
-
-Why no reading of this kind can work on our data: on two circles only the 10 % width gives
-<= 2 % error in every construction above except the tiny ridge (the Laplace kernel: none), and
-the 10 % width gives 7-46 % on the jointed circles. Mixtures of the lifted Laplacians (default
-construction), two circles / jointed circles: uniform ``beta`` 48.8 / 0 %, half 10 % and half
-20 % 48.8 / 5 %, 0.9 on 10 % and 0.1 on 100 % 0 / 43.8 %. A reading meets both rows only if it
-puts nearly all weight on the narrowest width for one set and almost none for the other, while
-(12) maximizes the relaxed min-over-labelings ``1/margin^2``, which is largest for the flattest
-candidate in every construction and on every set measured, and bounded by the structureless
-limit (``L_k + u_k u_k^T <= I`` for a PSD affinity with unit diagonal, equality at infinite
-width; with zero diagonal ``phi_k <= n tr S_k / (n - 1)``, approached by the flattest).
+The readings of (12) checked against the seed's text, none of which meets the whole column, and
+why none of that kind can on our data: ``docs/gmmc_kernel_learning_readings.md``
+(``python -m benchmarks.gmmc --only readings``).
 
 The constraints on ``beta`` in (11)/(12) are only ``beta >= 0, sum beta = 1``.
 """

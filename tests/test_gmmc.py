@@ -210,7 +210,7 @@ def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper
     "put >= 0.99 of beta on the 100 % width (circles 50 %); a 1e-3 lift gives circles 0 % by the "
     "degree split but jointed circles 50 %, Gaussians 36 %, digits 35-43 %; a joint cvxpy/SCS "
     "solve of the printed LMI returns the same beta (benchmarks/gmmc.py --only readings; gmmc "
-    "module notes)"))
+    "docs/gmmc_kernel_learning_readings.md)"))
 def test_kernel_learning_separates_two_circles_as_in_table_1():
     X, y = two_circles()
     model = GMMC(kernel_learning=True, random_state=0, **SEED_SETTING).fit(X)
