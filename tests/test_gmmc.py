@@ -209,7 +209,7 @@ def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper
     "fails another row; zero-diagonal affinities, exp(-d^2/sigma^2) and a lambda_max lift still "
     "put >= 0.99 of beta on the 100 % width (circles 50 %); a 1e-3 lift gives circles 0 % by the "
     "degree split but jointed circles 50 %, Gaussians 36 %, digits 35-43 %; a joint cvxpy/SCS "
-    "solve of the printed LMI returns the same beta (benchmarks/gmmc.py --only readings; gmmc "
+    "solve of the printed LMI returns the same beta (benchmarks/gmmc.py --only readings; "
     "docs/gmmc_kernel_learning_readings.md)"))
 def test_kernel_learning_separates_two_circles_as_in_table_1():
     X, y = two_circles()
