@@ -602,19 +602,20 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         report(progress, 0, None, f"building the {kind} for {n} points")
         K_raw = pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_)
         report(progress, 1, None, f"solving the {kind} with {self.solver_}")
+        last_step = 2
         if k == 2:
             self._fit_two_class(K_raw, labels, progress)
         elif joint:
             self._fit_multiclass(K_raw, labels, progress)
         else:
-            self._fit_bisection(X, K_raw, progress)
+            last_step = self._fit_bisection(X, K_raw, progress)
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
         self.classifier_ = KernelExpansionClassifier.fit(
             X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=1.0 / self.beta, K=K_raw
         )
         self.n_support_ = self.classifier_.n_support
-        report(progress, 3, self.objective_, "trained the out-of-sample SVM")
+        report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
         return self
 
     def _fit_two_class(self, K_raw: np.ndarray, labels, progress) -> None:
@@ -673,7 +674,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return _TwoClassFit(labels, M, omega, scores, list(notes), int(n_iter), certificate,
                             rounded)
 
-    def _fit_bisection(self, X: np.ndarray, K_raw: np.ndarray, progress) -> None:
+    def _fit_bisection(self, X: np.ndarray, K_raw: np.ndarray, progress) -> int:
         """``multiclass="bisection"``: recursive bisection (:mod:`algorithms.bisection`), each
         split the two-class SDP (3.5) on one cluster's points.
 
@@ -687,11 +688,18 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide = spectral_guide(X, self.n_clusters, rng)
         splits: list[_TwoClassFit] = []
 
+        events = 1  # after step 1, "solving"
+
         def split_leaf(index: np.ndarray) -> LeafSplit:
+            def leaf_progress(step, objective, message):  # one running count over the splits
+                nonlocal events
+                events += 1
+                report(progress, events, objective, f"{index.size} points: {message}")
+
             leaf_guide = None if guide is None else guide[index]
             start = guided_split(X[index], leaf_guide, rng)
             limit = max(balance_limit(index.size, self.class_balance), abs(float(start.sum())))
-            fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, progress)
+            fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, leaf_progress)
             splits.append(fit)
             y = keep_guide_clusters_whole(fit.labels == 1, leaf_guide)
             return LeafSplit(y, fit.omega, fit)
@@ -706,6 +714,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         certificates = [fit.certificate for fit in splits if fit.certificate is not None]
         if certificates:  # the weakest of the splits' certificates
             self.certificate_ = max(certificates, key=lambda c: c["relative_gap"] or 0.0)
+        return events
 
     def _cvxpy_solver(self) -> str:
         return "SCS" if self.solver in ("lowrank", "cvxpy") else self.solver

@@ -341,7 +341,9 @@ def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
     moons, moon = make_moons(200, noise=0.05, random_state=0)
     blob = np.random.default_rng(0).normal([3.5, 0.0], 0.2, size=(100, 2))
     X, y = np.vstack([moons, blob]), np.r_[moon, np.full(100, 2)]
-    model = SDPMMC(n_clusters=3, random_state=0).fit(X)
+    steps = []
+    model = SDPMMC(n_clusters=3, random_state=0).fit(X, progress=lambda s, o, m: steps.append(s))
+    assert steps == sorted(steps) and len(steps) > 5  # one running count over the splits
     assert kmeans_error(X, y, 3) >= 0.1
     assert clustering_error(y, model.labels_) == 0.0
     assert model.solver_ == "lowrank" and model.certificate_["status"] == "optimal"
