@@ -1,11 +1,11 @@
 """Recursive bisection: ``n_clusters > 2`` from a two-class maximum margin method.
 
 iterSVR (seed section 4.4, "in the same manner as Shi & Malik") and GMMC cluster into two; more
-clusters come from splitting one current cluster at a time. Every leaf gets its best binary split
-(by the method's own objective); the leaf to split next is the one with the lowest objective *per
-point* (the objectives are sums over points, so dividing by the size makes clusters of different
-sizes comparable: a cluster that is really two groups splits with a wide margin and few
-violations, a homogeneous one does not).
+clusters come from splitting one current cluster at a time. The leaves that may be split next get
+their best binary split (by the method's own objective); the one split is the leaf with the lowest
+objective *per point* (the objectives are sums over points, so dividing by the size makes
+clusters of different sizes comparable: a cluster that is really two groups splits with a wide
+margin and few violations, a homogeneous one does not).
 
 A guide steers the order and the sides (``init="spectral"``): the spectral k-partition of all the
 data (:func:`algorithms.starts.spectral_partition`). Leaves that still hold several of its
