@@ -164,7 +164,8 @@ def laplacian_precision(K: np.ndarray, degree_regularization: float = 0.0) -> np
     against 297 on standardized breast cancer. With ``tau``, ``u`` is no longer a null vector;
     its Rayleigh quotient is lifted to 1 the same way.
     """
-    degree = K.sum(axis=1) + degree_regularization * K.sum(axis=1).mean()
+    degree = K.sum(axis=1)
+    degree = degree + degree_regularization * degree.mean()
     if degree_regularization == 0.0:
         L = normalized_laplacian(K)
     else:
@@ -454,6 +455,15 @@ def labels_from_factor(V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if scores[0] < 0:
         scores = -scores
     return (scores < 0).astype(np.int64), scores
+
+
+def split_from_factor(V: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """:func:`labels_from_factor`, or, when its signs put every point in one cluster, the split
+    at the median of the relaxed labels; the flag says the fallback was taken."""
+    labels, scores = labels_from_factor(V)
+    if np.unique(labels).size >= 2:
+        return labels, scores, False
+    return (scores < np.median(scores)).astype(np.int64), scores, True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -832,10 +842,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             solution = self._solve(eliminate_bias(Ms[0]), on_alm)
             self.kernel_gap_ = 0.0
             self.n_iter_ = int(solution.n_iter)
-        labels, scores = labels_from_factor(solution.V)
-        if np.unique(labels).size < 2:
+        labels, scores, one_cluster = split_from_factor(solution.V)
+        if one_cluster:
             self.warnings_.append("the relaxed solution put every point in one cluster")
-            labels = (scores < np.median(scores)).astype(np.int64)
         self.labels_ = labels
         self.scores_ = scores
         self.objective_ = float(solution.dual)
@@ -862,16 +871,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                                                    self.degree_regularization))
             solution = self._solve(S, on_alm)
             solutions.append(solution)
-            labels, scores = labels_from_factor(solution.V)
-            if np.unique(labels).size < 2:  # as in two-class: the median of the relaxed labels
-                labels = (scores < np.median(scores)).astype(np.int64)
+            labels, scores, _ = split_from_factor(solution.V)
             y = keep_guide_clusters_whole(labels == 1, None if guide is None else guide[index])
-            return LeafSplit(y, float(solution.dual), solution)
+            return LeafSplit(y, float(solution.dual), (solution, scores))
 
         nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
         self.labels_ = tree_labels(nodes, X.shape[0])
-        root = nodes[0].split.detail
-        self.scores_ = labels_from_factor(root.V)[1]
+        root, self.scores_ = nodes[0].split.detail
         self.objective_ = tree_objective(nodes)
         self.duality_gap_ = float(max(s.gap for s in solutions))
         self.kernel_gap_ = 0.0

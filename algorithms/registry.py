@@ -21,6 +21,7 @@ from algorithms.itersvr import IterSVR, IterSVRParams
 from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams
 from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
 from algorithms.sdp_mmc import SDPMMC, SDPMMCParams
+from algorithms.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
 from algorithms.sdp_mmc import recommended_max_n as sdp_mmc_max_n
 from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
 
@@ -194,11 +195,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
                      f"by multiclass='bisection'), {sdp_mmc_max_n(2, 'cvxpy')} with "
                      f"solver='cvxpy', {sdp_mmc_max_n(3, multiclass='joint')} for "
                      "multiclass='joint' with more than two clusters"),
-        check_labels=lambda params, y: (
-            "partial labels with n_clusters > 2 need params.multiclass='joint' (the multi-class "
-            "SDP (4.8) with labels)"
-            if params.n_clusters > 2 and params.multiclass != "joint"
-            and any(label >= 0 for label in y) else None),
+        check_labels=lambda params, y: sdp_mmc_partial_labels_problem(
+            params.n_clusters, params.multiclass, y),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(

@@ -431,6 +431,16 @@ class SDPMMCParams(AlgorithmParams):
     random_state: RandomStateParam = None
 
 
+def partial_labels_problem(n_clusters: int, multiclass: str, labels) -> str | None:
+    """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: with
+    more than two clusters only the multi-class SDP (4.8) takes them (thesis section 4.3)."""
+    if (n_clusters > 2 and multiclass != "joint" and labels is not None
+            and np.any(np.asarray(labels) >= 0)):
+        return ("partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
+                "SDP (4.8) with labels, thesis section 4.3)")
+    return None
+
+
 # The thesis's setting: its median-distance width and the multi-class SDP (4.8); the paper rows
 # of tests/ and benchmarks/ run with it.
 SEED_SETTING = {"gamma": "seed", "multiclass": "joint"}
@@ -589,12 +599,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                            else resolve_gamma(X, self.gamma, random_state=self.random_state))
         else:
             self.gamma_ = 0.0
+        problem = partial_labels_problem(k, self.multiclass, labels)
+        if problem:
+            raise ValueError(problem)
         joint = k > 2 and (self.multiclass == "joint" or labels is not None)
-        if joint and self.multiclass != "joint":
-            raise ValueError(
-                "partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
-                "SDP (4.8) with labels, thesis section 4.3)"
-            )
         self.solver_ = self._cvxpy_solver() if self.solver != "lowrank" or joint else "lowrank"
         self.warnings_: list[str] = []
         kind = ("two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}" if joint
