@@ -820,9 +820,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             if self.gamma == "auto":
                 self.gamma_ /= AUTO_WIDTH_MULTIPLE**2
             report(progress, 0, None, f"{self.n_components} Nystrom coordinates of the rbf kernel")
-            self.nystrom_ = NystromMap.fit(X, n_components=self.n_components, kernel="rbf",
-                                           gamma=self.gamma_, random_state=rng)
-            X = self.nystrom_.transform(X)
+            self.nystrom_, X = NystromMap.fit_transform(
+                X, n_components=self.n_components, kernel="rbf", gamma=self.gamma_,
+                random_state=rng)
             if self.kpca_components is not None:
                 self.kpca_ = PrincipalComponents.fit(X, self.kpca_components)
                 X = self.kpca_.transform(X)

@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lapack, solve_triangular
 from sklearn.metrics.pairwise import euclidean_distances, linear_kernel
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
@@ -26,6 +27,9 @@ KERNELS: tuple[str, ...] = ("rbf", "linear")
 GammaSpec = float | Literal["auto", "seed", "scale"]
 # Neighbour rank of the local-scaling width (Zelnik-Manor & Perona 2004 use the 7th neighbour).
 LOCAL_SCALING_NEIGHBOR = 7
+# Relative diagonal below which a pivoted Cholesky factor stops: directions with no energy would
+# blow up in the inverse factor of a Nystrom map.
+NYSTROM_RANK_TOL = 1e-10
 
 
 def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
@@ -212,12 +216,33 @@ def normalized_laplacian(K: np.ndarray) -> np.ndarray:
     return (L + L.T) / 2.0
 
 
+def pivoted_cholesky(W: np.ndarray, relative_tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(L, pivots)`` with ``W[pivots][:, pivots] ~= L @ L.T`` for a PSD ``W``: LAPACK's pivoted
+    Cholesky (``dpstrf``), stopped when the largest remaining diagonal is below ``relative_tol``
+    times the largest diagonal of ``W``. ``L`` is ``m x rank`` and lower trapezoidal."""
+    with small_problem_threads():
+        factor, pivots, rank, info = lapack.dpstrf(W, lower=1,
+                                                   tol=relative_tol * float(np.max(np.diag(W))))
+    if info < 0:
+        raise ValueError(f"pivoted Cholesky: argument {-info} is invalid")
+    return np.tril(factor)[:, :rank], pivots - 1
+
+
 @dataclass
 class NystromMap:
     """Explicit feature map ``phi(x) = K(x, landmarks) @ projection`` approximating a kernel.
 
     Portable (plain arrays) so that models using it can be exported without pickle; it replaces a
     dense n x n kernel matrix with n x m features for the large-n paths of the algorithms.
+
+    The factor is a pivoted Cholesky decomposition ``P W P^T = L L^T`` of the landmarks' kernel
+    matrix ``W`` (LAPACK ``dpstrf``), stopped when no remaining diagonal exceeds
+    ``NYSTROM_RANK_TOL`` times the largest: the landmarks kept are the pivots, and
+    ``projection = L_r^{-T}``, so ``phi(pivots) = L_r`` and ``phi phi^T = W`` up to that
+    tolerance. Any factor of ``W`` gives the same features up to a rotation, which the methods
+    using them (linear max-margin models, k-means, PCA) do not see; Cholesky is ~10x faster
+    than the eigendecomposition at a few hundred landmarks, and it drops the same no-energy
+    directions.
     """
 
     landmarks: np.ndarray
@@ -226,7 +251,12 @@ class NystromMap:
     gamma: float
 
     @classmethod
-    def fit(
+    def fit(cls, X: np.ndarray | sp.spmatrix, **options) -> NystromMap:
+        """The map alone (options as :meth:`fit_transform`)."""
+        return cls.fit_transform(X, **options)[0]
+
+    @classmethod
+    def fit_transform(
         cls,
         X: np.ndarray | sp.spmatrix,
         *,
@@ -234,7 +264,9 @@ class NystromMap:
         kernel: str = "rbf",
         gamma: float = 1.0,
         random_state: int | np.random.RandomState | None = None,
-    ) -> NystromMap:
+    ) -> tuple[NystromMap, np.ndarray]:
+        """The map and the features of ``X``: the landmarks' features are the Cholesky rows
+        themselves, so only the other points are evaluated against the landmarks."""
         rng = check_random_state(random_state)
         n = X.shape[0]
         m = min(n_components, n)
@@ -243,11 +275,18 @@ class NystromMap:
         if sp.issparse(landmarks):
             landmarks = landmarks.toarray()
         W = pairwise_kernel(landmarks, kernel=kernel, gamma=gamma)
-        eigvals, eigvecs = np.linalg.eigh(W)
-        # Drop directions with no energy: they would blow up in W^{-1/2}.
-        keep = eigvals > max(eigvals.max(), 0.0) * 1e-10
-        projection = eigvecs[:, keep] / np.sqrt(eigvals[keep])[None, :]
-        return cls(np.asarray(landmarks, dtype=np.float64), projection, kernel, float(gamma))
+        factor, pivots = pivoted_cholesky(W, NYSTROM_RANK_TOL)
+        rank = factor.shape[1]
+        with small_problem_threads():
+            projection = solve_triangular(factor[:rank], np.eye(rank), lower=True).T
+        fmap = cls(np.asarray(landmarks[pivots[:rank]], dtype=np.float64), projection, kernel,
+                   float(gamma))
+        features = np.empty((n, rank))
+        features[index[pivots]] = factor  # the landmarks' rows need no second kernel evaluation
+        others = np.setdiff1d(np.arange(n), index, assume_unique=True)
+        if others.size:
+            features[others] = fmap.transform(X[others])
+        return fmap, features
 
     def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         K = pairwise_kernel(X, self.landmarks, kernel=self.kernel, gamma=self.gamma)

@@ -19,6 +19,7 @@ from algorithms.kernels import (
     pairwise_kernel,
     resolve_gamma,
 )
+from algorithms.starts import lloyd_runs
 
 
 def test_clustering_error_is_invariant_to_cluster_names():
@@ -75,6 +76,36 @@ def test_nystrom_map_reproduces_the_kernel_on_its_landmarks():
     fmap = NystromMap.fit(X, n_components=50, gamma=0.3, random_state=0)
     Z = fmap.transform(X)
     np.testing.assert_allclose(Z @ Z.T, pairwise_kernel(X, gamma=0.3), atol=1e-6)
+
+
+def test_nystrom_features_of_the_fit_are_the_maps_features():
+    # fit_transform reads the landmarks' features off the Cholesky factor and maps only the
+    # other points: both must be what the exported map gives new points, and a kernel of rank
+    # below the landmarks' count (duplicated points) keeps only the pivots it needs.
+    rng = np.random.RandomState(3)
+    X = np.vstack([rng.randn(40, 3), rng.randn(20, 3)])
+    X[40:50] = X[:10]
+    for n_components in (30, 60):
+        fmap, Z = NystromMap.fit_transform(X, n_components=n_components, gamma=0.3,
+                                           random_state=0)
+        np.testing.assert_allclose(Z, fmap.transform(X), atol=1e-8)
+    assert fmap.landmarks.shape[0] == 50  # 60 landmarks, 10 of them duplicates
+    np.testing.assert_allclose(Z @ Z.T, pairwise_kernel(X, gamma=0.3), atol=1e-6)
+
+
+def test_batched_lloyd_runs_are_the_single_runs():
+    rng = np.random.RandomState(4)
+    X = np.vstack([rng.randn(30, 2) + shift for shift in ([0, 0], [9, 0], [0, 9])]) + 1e6
+    starts = [X[rng.choice(90, 3, replace=False)] for _ in range(6)]
+    batch = lloyd_runs(X, starts)
+    for start, (inertia, labels, centres) in zip(starts, batch, strict=True):
+        single_inertia, single_labels, single_centres = lloyd_runs(X, [start])[0]
+        np.testing.assert_array_equal(labels, single_labels)
+        np.testing.assert_allclose(centres, single_centres)
+        assert inertia == pytest.approx(single_inertia)
+    # The offset of 1e6 cancels: the best run finds the three blobs.
+    best = min(batch, key=lambda run: run[0])
+    assert sorted(np.bincount(best[1])) == [30, 30, 30]
 
 
 def test_portable_arrays_round_trip_without_pickle():
