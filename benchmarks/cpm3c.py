@@ -2,7 +2,7 @@
 seconds per digit pair beside seed Table 4 (median of 5 fits after one warm-up fit), and the sparse
 scaling run (seed Fig. 1).
 
-Run: ``OMP_NUM_THREADS=1 python -m benchmarks.cpm3c [--quick]``. Prints Markdown.
+Run: ``python -m benchmarks.cpm3c [--quick]``. Prints Markdown.
 The scaling data are text-like: 5,000 features, 1 % density, 4 topics, n = 1k..64k, CSR.
 """
 
