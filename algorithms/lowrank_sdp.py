@@ -167,71 +167,71 @@ class Objective(Protocol):
 
 
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
-                 tol: float = 1e-12, max_iter: int = 200) -> np.ndarray:
+                 tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:
     """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias).
 
-    Projected Newton (Bertsekas 1982): variables at a bound whose gradient pushes outward are
-    fixed; on the rest a Newton step (Cholesky of ``H_FF``), from which variables at a bound
-    that the step would push outward are dropped (and the step recomputed); then backtracking
-    along the projection. Stops when the SVM duality gap
-    ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value.
-    Warm starts from ``x0`` usually finish in one or two steps.
+    Primal active-set method (Nocedal & Wright, Algorithm 16.3, for bounds): on the free set
+    ``F`` (``0 < x < 1``) with the other variables at their bounds, the face's maximiser solves
+    ``H_FF x_F = p_F - H_FU e``; a step that would cross a bound stops there and fixes that
+    variable; at a face's maximiser the bound variable whose gradient most violates its bound is
+    freed. Each step changes one variable, so a warm start ``x0`` (the previous evaluation's
+    solution: the support vectors move little between nearby ``V``) takes a few steps of one
+    ``|F| x |F|`` Cholesky each. Stops when the SVM duality gap
+    ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value (the
+    outer L-BFGS needs ``f`` to many digits: noise in ``f`` stops its line search early), or no
+    bound is violated. The projected Newton method it replaced stopped short of that tolerance
+    on some warm starts (values 7e-3 low, relative) and took 3x longer.
     """
     n = p.size
     x = np.zeros(n) if x0 is None else np.clip(x0, 0.0, 1.0)
-    scale = max(float(np.abs(np.diag(H)).max()), 1e-300)
-    ridge = 1e-10 * scale
-    Hx = H @ x
-    value = p @ x - 0.5 * x @ Hx
+    ridge = 1e-10 * max(float(np.abs(np.diag(H)).max()), 1e-300)
+    free = (x > 0.0) & (x < 1.0)
     for _ in range(max_iter):
-        Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
-        value = p @ x - 0.5 * x @ Hx
-        g = p - Hx  # ascent direction
-        gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
-        # Relative to the value: the outer L-BFGS needs f to many digits (noise in f stops its
-        # line search early); Newton gets there in a step or two once the active set is right.
-        if gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
+        F, upper = np.flatnonzero(free), np.flatnonzero((x >= 1.0) & ~free)
+        if F.size:
+            target = _face_maximiser(H, p, F, upper, ridge)
+            d = target - x[F]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
+            j = int(np.argmin(room))
+            if room[j] <= 0.0:
+                # Only the variable just freed sits at a bound; on a singular face (H of low
+                # rank, more free variables than its rank) the face's direction can point it
+                # out of the box. An exact line search along its own coordinate ascends.
+                i = F[j]
+                g_i = p[i] - H[i] @ x
+                x[i] = np.clip(x[i] + g_i / H[i, i], 0.0, 1.0) if H[i, i] > 0 else float(g_i > 0)
+                free[i] = 0.0 < x[i] < 1.0
+                continue
+            if room[j] < 1.0:  # blocked: move to the first bound and fix that variable there
+                x[F] = np.clip(x[F] + room[j] * d, 0.0, 1.0)
+                x[F[j]] = 0.0 if d[j] < 0 else 1.0
+                free[F] = (x[F] > 0.0) & (x[F] < 1.0)
+                continue
+            x[F] = target
+        g = p - H @ x  # ascent direction
+        value = p @ x - 0.5 * x @ (p - g)
+        gap = float(x @ (p - g) + np.maximum(g, 0.0).sum() - p @ x)
+        violation = np.where(x <= 0.0, g, -g)
+        violation[free] = 0.0
+        i = int(np.argmax(violation))
+        if violation[i] <= 0.0 or gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
             break
-        free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
-        F = np.flatnonzero(free)
-        d = None
-        for _ in range(10):
-            if F.size == 0:
-                break
-            H_FF = H[np.ix_(F, F)]
-            H_FF.flat[:: F.size + 1] += ridge
-            try:
-                d = linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), g[F],
-                                     check_finite=False)
-            except linalg.LinAlgError:
-                d = linalg.lstsq(H_FF, g[F], check_finite=False)[0]
-            outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
-            if not outward.any():
-                break
-            F = F[~outward]
-        if d is None or F.size == 0 or d.size != F.size:
-            break
-        step, improved = 1.0, False
-        H_F = H[:, F]  # only the free variables move: H x updates in O(n |F|)
-        # Steps: the projected Newton step, then (when a bound is near) the step to the first
-        # bound along d, which always ascends (the quadratic rises along d up to step 1),
-        # then halving along the projection arc.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
-        to_bound = float(room.min()) if room.size else 1.0
-        steps = [1.0] + ([to_bound] if 0.25 <= to_bound < 1.0 else [])
-        steps += [0.5**k for k in range(1, 30)]
-        for step in steps:
-            trial = x.copy()
-            trial[F] = np.clip(x[F] + step * d, 0.0, 1.0)
-            H_trial = Hx + H_F @ (trial[F] - x[F])  # drift is reset by the caller's next call
-            trial_value = p @ trial - 0.5 * trial @ H_trial
-            if trial_value > value:
-                x, Hx, value, improved = trial, H_trial, trial_value, True
-                break
-        if not improved:
-            break
+        free[i] = True
     return x
+
+
+def _face_maximiser(H: np.ndarray, p: np.ndarray, F: np.ndarray, upper: np.ndarray,
+                    ridge: float) -> np.ndarray:
+    """``x_F`` maximising the box QP with ``x_F`` free and ``x = 1`` on ``upper``, 0 elsewhere."""
+    H_FF = H[np.ix_(F, F)]
+    H_FF.flat[:: F.size + 1] += ridge
+    rhs = p[F] - (H[np.ix_(F, upper)].sum(axis=1) if upper.size else 0.0)
+    try:
+        return linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), rhs,
+                                check_finite=False)
+    except linalg.LinAlgError:
+        return linalg.lstsq(H_FF, rhs, check_finite=False)[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,9 +82,10 @@ Method = Literal["reh", "rod", "ramp"]
 # the same classifier; measurements in benchmarks/robust_svm.py.
 SDP_DEFAULT_SOLVER = "SCS"
 # solve_robust_sdp(solver="lowrank"): the shared low-rank solver (algorithms.lowrank_sdp), not
-# yet the default: on the section 6.5 data (n = 30-50) it stops with relative gaps of 1e-3 to
-# 1e-1 where SCS reaches 1e-4 (outliers drive eta_i and the rows of G o M to zero, the inner SVM
-# dual loses uniqueness and the objective its smoothness); see benchmarks/sdp_solver.py.
+# yet the default: on the section 6.5 data it ends within 5e-4 to 4e-3 of SCS's objective at
+# n = 30-200 but its certified gap stays open (0.2 to 8, relative) and it is 2-30x slower than
+# SCS (outliers drive eta_i and the rows of G o M to zero, the inner SVM dual loses uniqueness
+# and the objective its smoothness; at n = 200 ROD stops far off); see benchmarks/sdp_solver.py.
 LOWRANK_TOL = 1e-4
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 

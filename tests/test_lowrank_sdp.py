@@ -146,12 +146,23 @@ def test_contradicting_labels_raise_infeasible():
                                 y_partial=np.ones(30))
 
 
-@pytest.mark.xfail(strict=True, reason="the low-rank REH/ROD path does not reach 1e-3 yet: "
-                   "outliers make the inner SVM dual degenerate (see robust_svm.LOWRANK_TOL)")
-def test_robust_reh_lowrank_matches_scs():
+def _robust_reh_problem():
     X, y, _ = gaussians_with_ring_outliers(np.random.RandomState(0), radius=35.0,
                                            n_per_class=12, n_outliers=6)
-    K = X @ X.T
+    return X @ X.T, y
+
+
+def test_robust_reh_lowrank_matches_scs():
+    K, y = _robust_reh_problem()
     low = solve_robust_sdp(K, y, 10.0, method="reh", solver="lowrank")
     ref = solve_robust_sdp(K, y, 10.0, method="reh", solver="cvxpy")
     assert abs(low.objective - ref.objective) <= 1e-3 * abs(ref.objective)
+
+
+@pytest.mark.xfail(strict=True, reason="the low-rank REH/ROD path matches SCS's objective to "
+                   "5e-4 but its certificate does not close (relative gap 0.47 at n = 50 in "
+                   "benchmarks/sdp_solver.py): outliers make the inner SVM dual degenerate (see "
+                   "robust_svm.LOWRANK_TOL)")
+def test_robust_reh_lowrank_certifies_its_optimum():
+    K, y = _robust_reh_problem()
+    assert solve_robust_sdp(K, y, 10.0, method="reh", solver="lowrank").status == "optimal"
