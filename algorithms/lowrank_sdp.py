@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
+from scipy.linalg import lapack
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
@@ -166,49 +167,127 @@ class Objective(Protocol):
         """Dense ``G`` at ``V V^T`` (for the certificate)."""
 
 
+# Free variables (support vectors off the bound) of the warm start above which solve_box_qp tries
+# projected Newton first: an active-set step changes one variable and costs a Cholesky of the
+# free block, so hundreds of support vectors that all move a little take hundreds of steps.
+# Measured (benchmarks/sdp_solver.py, same run): two Gaussians n = 800 (~40 SVs) 2.4 s with the
+# active-set method alone, 4.4 s Newton first; the banana row (~280 SVs) 5.7 s alone, 3.1 s
+# Newton first.
+NEWTON_MIN_FREE = 100
+
+
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
-                 tol: float = 1e-12, max_iter: int = 1000) -> np.ndarray:
+                 tol: float = 1e-12) -> np.ndarray:
     """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias).
 
-    Primal active-set method (Nocedal & Wright, Algorithm 16.3, for bounds): on the free set
-    ``F`` (``0 < x < 1``) with the other variables at their bounds, the face's maximiser solves
-    ``H_FF x_F = p_F - H_FU e``; a step that would cross a bound stops there and fixes that
-    variable; at a face's maximiser the bound variable whose gradient most violates its bound is
-    freed. Each step changes one variable, so a warm start ``x0`` (the previous evaluation's
-    solution: the support vectors move little between nearby ``V``) takes a few steps of one
-    ``|F| x |F|`` Cholesky each. Stops when the SVM duality gap
-    ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value (the
-    outer L-BFGS needs ``f`` to many digits: noise in ``f`` stops its line search early), or no
-    bound is violated. The projected Newton method it replaced stopped short of that tolerance
-    on some warm starts (values 7e-3 low, relative) and took 3x longer.
+    From ``x0`` (a warm start: the previous evaluation's solution), a primal active-set method
+    (exact; one variable per step) finishes the job; when the warm start has more than
+    ``NEWTON_MIN_FREE`` free variables, projected Newton, which moves many per step, runs
+    first and usually ends at the optimum. Newton's line search alone can fail short of it (38
+    of 58 calls recorded on two Gaussians, n = 800, up to 7e-3 low, relative): the noise in
+    ``f`` then stopped the outer L-BFGS's line searches early and the augmented Lagrangian
+    needed tens of outer iterations instead of one or two. Both stop when the SVM duality gap
+    ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value.
     """
-    n = p.size
-    x = np.zeros(n) if x0 is None else np.clip(x0, 0.0, 1.0)
+    x = np.zeros(p.size) if x0 is None else np.clip(x0, 0.0, 1.0)
+    if np.count_nonzero((x > 0.0) & (x < 1.0)) > NEWTON_MIN_FREE:
+        x, converged = _projected_newton(H, p, x, tol=tol)
+        if converged:
+            return x
+    return _active_set(H, p, x, tol=tol)
+
+
+def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
+                      max_iter: int = 200) -> tuple[np.ndarray, bool]:
+    """Projected Newton (Bertsekas 1982) for :func:`solve_box_qp`: variables at a bound whose
+    gradient pushes outward are fixed; on the rest a Newton step (Cholesky of ``H_FF``), from
+    which variables at a bound that the step would push outward are dropped (and the step
+    recomputed); then backtracking along the projection. Moves many variables per step, but
+    its line search can fail short of the optimum: ``(x, converged)``."""
+    scale = max(float(np.abs(np.diag(H)).max()), 1e-300)
+    ridge = 1e-10 * scale
+    Hx = H @ x
+    value = p @ x - 0.5 * x @ Hx
+    for _ in range(max_iter):
+        Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
+        value = p @ x - 0.5 * x @ Hx
+        g = p - Hx  # ascent direction
+        gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
+        if gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
+            return x, True
+        free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
+        F = np.flatnonzero(free)
+        d = None
+        for _ in range(10):
+            if F.size == 0:
+                break
+            H_FF = H[np.ix_(F, F)]
+            H_FF.flat[:: F.size + 1] += ridge
+            try:
+                d = linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), g[F],
+                                     check_finite=False)
+            except linalg.LinAlgError:
+                d = linalg.lstsq(H_FF, g[F], check_finite=False)[0]
+            outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
+            if not outward.any():
+                break
+            F = F[~outward]
+        if d is None or F.size == 0 or d.size != F.size:
+            return x, False
+        step, improved = 1.0, False
+        H_F = H[:, F]  # only the free variables move: H x updates in O(n |F|)
+        # Steps: the projected Newton step, then (when a bound is near) the step to the first
+        # bound along d, which always ascends (the quadratic rises along d up to step 1),
+        # then halving along the projection arc.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
+        to_bound = float(room.min()) if room.size else 1.0
+        steps = [1.0] + ([to_bound] if 0.25 <= to_bound < 1.0 else [])
+        steps += [0.5**k for k in range(1, 30)]
+        for step in steps:
+            trial = x.copy()
+            trial[F] = np.clip(x[F] + step * d, 0.0, 1.0)
+            H_trial = Hx + H_F @ (trial[F] - x[F])  # drift is reset by the caller's next call
+            trial_value = p @ trial - 0.5 * trial @ H_trial
+            if trial_value > value:
+                x, Hx, value, improved = trial, H_trial, trial_value, True
+                break
+        if not improved:
+            return x, False
+    return x, False
+
+
+def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
+                max_iter: int = 1000) -> np.ndarray:
+    """Primal active-set method (Nocedal & Wright, Algorithm 16.3, for bounds) for
+    :func:`solve_box_qp`: on the free set ``F`` (``0 < x < 1``) with the other variables at
+    their bounds, the face's maximiser solves ``H_FF x_F = p_F - H_FU e``; a step that would
+    cross a bound stops there and fixes that variable; at a face's maximiser the variable whose
+    gradient most violates its bound is freed. If the new face's direction points that variable
+    out of the box (``H_FF`` singular: more free variables than ``H`` has rank), an exact line
+    search along its own coordinate ascends instead."""
     ridge = 1e-10 * max(float(np.abs(np.diag(H)).max()), 1e-300)
     free = (x > 0.0) & (x < 1.0)
     for _ in range(max_iter):
         F, upper = np.flatnonzero(free), np.flatnonzero((x >= 1.0) & ~free)
         if F.size:
-            target = _face_maximiser(H, p, F, upper, ridge)
-            d = target - x[F]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
-            j = int(np.argmin(room))
-            if room[j] <= 0.0:
-                # Only the variable just freed sits at a bound; on a singular face (H of low
-                # rank, more free variables than its rank) the face's direction can point it
-                # out of the box. An exact line search along its own coordinate ascends.
-                i = F[j]
+            d = _face_maximiser(H, p, F, upper, ridge) - x[F]
+            outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
+            if outward.any():  # only the variable just freed sits at a bound
+                i = F[int(np.argmax(outward))]
                 g_i = p[i] - H[i] @ x
                 x[i] = np.clip(x[i] + g_i / H[i, i], 0.0, 1.0) if H[i, i] > 0 else float(g_i > 0)
                 free[i] = 0.0 < x[i] < 1.0
                 continue
-            if room[j] < 1.0:  # blocked: move to the first bound and fix that variable there
-                x[F] = np.clip(x[F] + room[j] * d, 0.0, 1.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
+            j = int(np.argmin(room))
+            step = min(float(room[j]), 1.0)
+            x[F] = np.clip(x[F] + step * d, 0.0, 1.0)
+            if step < 1.0:  # blocked: fix the variable at the bound it reached
                 x[F[j]] = 0.0 if d[j] < 0 else 1.0
                 free[F] = (x[F] > 0.0) & (x[F] < 1.0)
                 continue
-            x[F] = target
         g = p - H @ x  # ascent direction
         value = p @ x - 0.5 * x @ (p - g)
         gap = float(x @ (p - g) + np.maximum(g, 0.0).sum() - p @ x)
@@ -224,14 +303,16 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
 def _face_maximiser(H: np.ndarray, p: np.ndarray, F: np.ndarray, upper: np.ndarray,
                     ridge: float) -> np.ndarray:
     """``x_F`` maximising the box QP with ``x_F`` free and ``x = 1`` on ``upper``, 0 elsewhere."""
-    H_FF = H[np.ix_(F, F)]
+    H_F = H[F]
+    H_FF = H_F[:, F]
     H_FF.flat[:: F.size + 1] += ridge
-    rhs = p[F] - (H[np.ix_(F, upper)].sum(axis=1) if upper.size else 0.0)
-    try:
-        return linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), rhs,
-                                check_finite=False)
-    except linalg.LinAlgError:
-        return linalg.lstsq(H_FF, rhs, check_finite=False)[0]
+    rhs = p[F] - (H_F[:, upper].sum(axis=1) if upper.size else 0.0)
+    # LAPACK's Cholesky solve directly: at tens of free variables scipy's checking wrappers
+    # cost more than the factorisation.
+    _, solution, info = lapack.dposv(H_FF, rhs)
+    if info == 0:
+        return solution
+    return linalg.lstsq(H_FF, rhs, check_finite=False)[0]
 
 
 # ---------------------------------------------------------------------------------------------
