@@ -651,9 +651,9 @@ def solve_two_class_lowrank(
 ) -> TwoClassLowRank:
     """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
 
-    ``max_iter`` is generous: beyond n ~ 1,000 L-BFGS often stops after a few steps (its line
-    search meets the last digits of the inner SVM solve), and the outer loop restarts it many
-    times at little cost each (n = 1,200 needed more than 80 restarts).
+    ``max_iter`` is generous: with the inner SVM duals solved to their tolerance the outer loop
+    closes in one or two iterations up to n = 3,000; when the inner solve stopped short of it,
+    L-BFGS's line searches stopped early and n = 1,200 needed more than 80 restarts.
 
     ``min_M omega(M)`` over ``diag(M) = e``, ``-limit <= M e <= limit``, ``M >= 0``; with
     ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by

@@ -803,12 +803,12 @@ def recommended_max_n(n_clusters: int, solver: str = "lowrank", multiclass: str 
     iterations, one n x n and one (n+1) x (n+1) PSD cone); k = 4 n = 200 / 300 / 400 took
     12 / 50 / 88 s. Two-class stops at 400, before the jump at 500; multi-class at 300, leaving
     room for the n x k blocks of larger k. The low-rank two-class solver
-    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, load average 1.4-2 from
-    other jobs): n = 200 / 400 / 800 / 1,200 in 0.6 / 2.8 / 17 / 64 s with certified gaps of
-    2e-7 to 2e-6 (SCS at 200 / 400: 5.3 / 33 s). n = 2,000 certified (gap 3e-7) in 626 s, but
-    at load 8-9 the same size took 636 s for 80 of those 300 outer iterations, which could reach
-    the 1,800 s timeout; so the limit is 1,200. Recursive bisection (k > 2, ``multiclass=
-    "bisection"``) solves (3.5) on all points once and then on ever smaller clusters, so it has
+    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, idle): n = 400 / 800 /
+    2,000 / 3,000 in 0.47 / 1.8 / 35 / 182 s with certified gaps of 1e-7 to 2e-4 (SCS at 400:
+    22 s). Data with many support vectors cost up to 3x more (the banana row: 600 points in
+    3 s), and a loaded machine 2-4x, so 3,000 could approach the 1,800 s timeout: the limit is
+    2,000. Recursive bisection (k > 2, ``multiclass="bisection"``) solves (3.5) on all points
+    once and then on ever smaller clusters, so it has
     the two-class limits."""
     if n_clusters > 2 and multiclass == "joint":
         return MULTICLASS_MAX_N
@@ -817,4 +817,4 @@ def recommended_max_n(n_clusters: int, solver: str = "lowrank", multiclass: str 
 
 TWO_CLASS_MAX_N = 400
 MULTICLASS_MAX_N = 300
-LOWRANK_TWO_CLASS_MAX_N = 1_200
+LOWRANK_TWO_CLASS_MAX_N = 2_000
