@@ -40,13 +40,6 @@ def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
     return km.labels_, km.cluster_centers_
 
 
-def lloyd(X: np.ndarray, centres: np.ndarray, *, max_iter: int = 300, tol: float = 1e-4
-          ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Lloyd's k-means iterations on dense ``X`` from ``centres``: ``(inertia, labels, centres)``
-    (one run of :func:`lloyd_runs`)."""
-    return lloyd_runs(X, [centres], max_iter=max_iter, tol=tol)[0]
-
-
 def lloyd_runs(X: np.ndarray, starts: list[np.ndarray], *, max_iter: int = 300,
                tol: float = 1e-4) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """Lloyd's k-means iterations on dense ``X``, one run per array of ``starts`` (each
@@ -99,7 +92,8 @@ def lloyd_runs(X: np.ndarray, starts: list[np.ndarray], *, max_iter: int = 300,
 def kmeans_plusplus_seeds(X: np.ndarray, n_clusters: int, rng: np.random.RandomState
                           ) -> np.ndarray:
     """Greedy k-means++ seeding (Arthur & Vassilvitskii 2007, with ``2 + log k`` candidates per
-    centre as :func:`sklearn.cluster.kmeans_plusplus`) in plain numpy for small dense data."""
+    centre as :func:`sklearn.cluster.kmeans_plusplus`) in plain numpy for small dense data.
+    Distances are expanded (``|x|^2 + |y|^2 - 2 x.y``): pass centred data."""
     n = X.shape[0]
     trials = 2 + int(np.log(n_clusters))
     x_sq = np.einsum("ij,ij->i", X, X)
@@ -134,9 +128,10 @@ def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=No
     with small_problem_threads():
         if not sp.issparse(X):
             # Seeds on the centred data: the expanded distances stay exact at any offset.
-            centred_X = X - X.mean(axis=0)
+            mean = X.mean(axis=0)
+            centred_X = X - mean
             starts = [first_centres] if first_centres is not None else []
-            starts += [kmeans_plusplus_seeds(centred_X, n_clusters, rng) + X.mean(axis=0)
+            starts += [kmeans_plusplus_seeds(centred_X, n_clusters, rng) + mean
                        for _ in range(n_init - len(starts))]
             return lloyd_runs(X, starts)
         runs = []
