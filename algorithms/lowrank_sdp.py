@@ -204,16 +204,12 @@ def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float
     which variables at a bound that the step would push outward are dropped (and the step
     recomputed); then backtracking along the projection. Moves many variables per step, but
     its line search can fail short of the optimum: ``(x, converged)``."""
-    scale = max(float(np.abs(np.diag(H)).max()), 1e-300)
-    ridge = 1e-10 * scale
-    Hx = H @ x
-    value = p @ x - 0.5 * x @ Hx
+    ridge = _ridge(H)
     for _ in range(max_iter):
         Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
         value = p @ x - 0.5 * x @ Hx
         g = p - Hx  # ascent direction
-        gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
-        if gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
+        if _gap_closed(x, g, p, tol):
             return x, True
         free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
         F = np.flatnonzero(free)
@@ -266,7 +262,7 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
     gradient most violates its bound is freed. If the new face's direction points that variable
     out of the box (``H_FF`` singular: more free variables than ``H`` has rank), an exact line
     search along its own coordinate ascends instead."""
-    ridge = 1e-10 * max(float(np.abs(np.diag(H)).max()), 1e-300)
+    ridge = _ridge(H)
     free = (x > 0.0) & (x < 1.0)
     for _ in range(max_iter):
         F, upper = np.flatnonzero(free), np.flatnonzero((x >= 1.0) & ~free)
@@ -289,15 +285,27 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
                 free[F] = (x[F] > 0.0) & (x[F] < 1.0)
                 continue
         g = p - H @ x  # ascent direction
-        value = p @ x - 0.5 * x @ (p - g)
-        gap = float(x @ (p - g) + np.maximum(g, 0.0).sum() - p @ x)
         violation = np.where(x <= 0.0, g, -g)
         violation[free] = 0.0
         i = int(np.argmax(violation))
-        if violation[i] <= 0.0 or gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum())):
+        if violation[i] <= 0.0 or _gap_closed(x, g, p, tol):
             break
         free[i] = True
     return x
+
+
+def _ridge(H: np.ndarray) -> float:
+    """Added to the diagonal of a free block: Gram blocks of repeated points are singular."""
+    return 1e-10 * max(float(np.abs(np.diag(H)).max()), 1e-300)
+
+
+def _gap_closed(x: np.ndarray, g: np.ndarray, p: np.ndarray, tol: float) -> bool:
+    """The stopping rule of :func:`solve_box_qp` at ``x`` with gradient ``g = p - H x``: the SVM
+    duality gap ``x^T H x + sum_i g_i^+ - p^T x`` within ``tol`` of the value."""
+    Hx = p - g
+    value = p @ x - 0.5 * x @ Hx
+    gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
+    return gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum()))
 
 
 def _face_maximiser(H: np.ndarray, p: np.ndarray, F: np.ndarray, upper: np.ndarray,
@@ -415,6 +423,7 @@ def solve_lowrank_sdp(
 # dual slack near -2e-6 (relative), times the trace bound n, is noise in the multipliers, not a
 # missing direction (adding columns did not close it). The result is reported "inaccurate".
 STALL_WINDOW = 10
+STALL_TOL = 1e-2
 # L-BFGS iterations per outer iteration after two feasible iterations whose gap did not close
 # (the multipliers are being refined): with the inner SVM duals solved exactly, L-BFGS keeps
 # making slow progress to its 400-iteration cap, and the stalled four-blob problem above took
@@ -423,7 +432,6 @@ STALL_WINDOW = 10
 # from 39 s to 99 s (their second outer iteration needs the full budget).
 REFINE_MAX_ITER = 40
 REFINE_AFTER = 2
-STALL_TOL = 1e-2
 
 
 def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
