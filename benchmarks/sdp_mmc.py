@@ -27,7 +27,8 @@ from sklearn.datasets import load_digits
 
 from algorithms.base import balance_limit, balanced_signs, clustering_error, psd_factor
 from algorithms.kernels import center_kernel, pairwise_kernel
-from algorithms.sdp_mmc import SDPMMC, SEED_SETTING, two_class_margin_objective, unit_trace_scale
+from algorithms.margin import two_class_margin_objective, unit_trace_scale
+from algorithms.sdp_mmc import SDPMMC, SEED_SETTING
 from benchmarks.gmmc import two_circles, two_gaussians
 
 # Thesis Table 3.1 / 4.1 / 3.2 (error %), and the iterSVR paper's Table 1 "MMC" column for pairs.

@@ -33,12 +33,12 @@ from sklearn.metrics import adjusted_rand_score
 from algorithms.base import balance_limit, psd_factor
 from algorithms.kernels import center_kernel, pairwise_kernel
 from algorithms.lowrank_sdp import solve_two_class_lowrank
+from algorithms.margin import unit_trace_scale
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,
     solve_two_class_sdp,
-    unit_trace_scale,
 )
 from benchmarks.gmmc import two_gaussians
 

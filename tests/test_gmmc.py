@@ -49,11 +49,14 @@ def _solve_10_directly(M: np.ndarray):
     A0 = P.T @ M @ P + C_E * np.outer(e0, e0)
     gamma = cp.Variable(n)
     lmi = A0 - cp.diag(cp.hstack([gamma, np.zeros(1)]))
-    problem = cp.Problem(cp.Maximize(cp.sum(gamma)),
-                         [(lmi + lmi.T) / 2 >> 0, gamma >= 0, gamma <= C_DELTA])
+    constraints = [(lmi + lmi.T) / 2 >> 0, gamma >= 0, gamma <= C_DELTA]
+    problem = cp.Problem(cp.Maximize(cp.sum(gamma)), constraints)
     problem.solve(solver="CLARABEL")
-    kkt = A0 - np.diag(np.r_[gamma.value, 0.0])
-    w = np.linalg.eigh(kkt)[1][:, 0]  # eigenvector of the (near) zero eigenvalue, section 3.1
+    # Labels from the LMI's dual, the relaxed label matrix (rank one here: eigenvalues 24 and
+    # 2e-5). The KKT matrix's null vector of section 3.1 is the same direction in exact
+    # arithmetic, but at Clarabel's accuracy its two smallest eigenvalues (-3e-5, 2e-5) mix, and
+    # the vector's sign on one point depended on the machine.
+    w = np.linalg.eigh(constraints[0].dual_value)[1][:, -1]
     return problem.status, float(problem.value), (w[:n] < 0).astype(int)
 
 
@@ -107,7 +110,8 @@ def test_lowrank_and_scaled_cvxpy_solve_the_same_problem_as_a_direct_solve_of_10
     assert low.min_eig > -1e-5  # the KKT matrix certifies a global optimum
     low_labels = (np.linalg.svd(low.V)[0][:, 0] < 0).astype(int)
     assert _same_partition(labels, low_labels)
-    model = GMMC(gamma=0.25, solver="cvxpy", degree_regularization=0.0).fit(X)
+    model = GMMC(gamma=0.25, solver="cvxpy", degree_regularization=0.0,
+                 spectral_candidate=False).fit(X)
     assert model.objective_ == pytest.approx(value, rel=1e-3)
     assert _same_partition(labels, model.labels_)
 
@@ -162,7 +166,11 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
     name, make, fraction, bound, margin
 ):
     X, y = make()
-    model = GMMC(gamma="seed", width_fraction=fraction, random_state=0).fit(X)
+    # The seed's method: (10)'s labels alone. With the spectral candidate at these wide widths
+    # the margin objective prefers the spectral partition on three rows (jointed circles 10 %,
+    # two Gaussians 3.75 %, digits 8-9 10.2 %).
+    model = GMMC(gamma="seed", width_fraction=fraction, spectral_candidate=False,
+                 random_state=0).fit(X)
     error = 100 * clustering_error(y, model.labels_)
     assert error <= bound + 1e-9
     assert model.solver_status_ == "optimal", model.warnings_
@@ -281,8 +289,9 @@ def test_regularized_degrees_split_no_handful_of_outliers_off():
     from benchmarks.defaults import public_sets
 
     cancer = next(s for s in public_sets() if s.name.startswith("breast cancer"))
-    plain = GMMC(degree_regularization=0.0, random_state=0).fit(cancer.X)
+    # (10)'s labels alone (the spectral candidate would replace both splits).
+    plain = GMMC(degree_regularization=0.0, spectral_candidate=False, random_state=0).fit(cancer.X)
     assert np.bincount(plain.labels_).min() <= 5
-    model = GMMC(random_state=0).fit(cancer.X)
+    model = GMMC(spectral_candidate=False, random_state=0).fit(cancer.X)
     assert np.bincount(model.labels_).min() >= 0.4 * cancer.X.shape[0]
     assert adjusted_rand_score(cancer.y, model.labels_) >= 0.55

@@ -19,12 +19,12 @@ from algorithms.lowrank_sdp import (
     solve_lowrank_sdp,
     solve_two_class_lowrank,
 )
+from algorithms.margin import unit_trace_scale
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,
     solve_two_class_sdp,
-    unit_trace_scale,
 )
 
 
