@@ -26,10 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.svm import LinearSVC
+from sklearn.utils import check_random_state
 
 from algorithms.kernels import center_kernel, pivoted_cholesky
 from algorithms.starts import SPECTRAL_START_MAX_N, partition_key, spectral_partition
 
+# Candidates are scored on at most this many points (a random sample beyond), at this liblinear
+# tolerance: omega within 1-2 % of its exact value, 5-20x faster than at 1e-5 (n = 1,000-2,000).
+MARGIN_SAMPLE_SIZE = 1000
+MARGIN_TOL = 1e-3
 # Relative diagonal at which the factor of the centred kernel stops: below it a direction adds
 # nothing to any margin at the betas in use.
 FEATURE_RANK_TOL = 1e-10
@@ -58,14 +63,16 @@ def kernel_features(K: np.ndarray) -> np.ndarray:
     return Z
 
 
-def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
+def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float,
+                               tol: float = 1e-5) -> float:
     """``omega(yy^T)`` of (3.1) without bias: the hinge-loss SVM ``min beta/2 ||w||^2 + sum xi``
-    on kernel features ``Z`` (``Z Z^T = K``), solved exactly by liblinear's dual coordinate
-    descent with ``C = 1/beta`` and no intercept, then scaled by ``beta``. The coordinate order
-    is seeded so the same labeling always gets the same value (unseeded, repeat evaluations
-    differed by ~1e-6 and rounding comparisons flickered)."""
+    on kernel features ``Z`` (``Z Z^T = K``), solved by liblinear's dual coordinate descent with
+    ``C = 1/beta``, no intercept and stopping tolerance ``tol``, then scaled by ``beta`` (the
+    primal value at liblinear's ``w``: an upper bound, exact as ``tol -> 0``). The coordinate
+    order is seeded so the same labeling always gets the same value (unseeded, repeat
+    evaluations differed by ~1e-6 and rounding comparisons flickered)."""
     C = 1.0 / beta
-    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=1e-5, max_iter=20000,
+    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=tol, max_iter=20000,
                     random_state=0)
     svm.fit(Z, y)
     w = svm.coef_[0]
@@ -82,12 +89,17 @@ class MarginChoice:
     objectives: dict[str, float]
 
 
-def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
-                           beta: float) -> MarginChoice:
+def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray], beta: float,
+                           random_state=None, sample_size: int = MARGIN_SAMPLE_SIZE
+                           ) -> MarginChoice:
     """The candidate labeling (two clusters, any two values) of smallest ``omega`` on ``K_raw``.
 
     Candidates with one cluster, or with an earlier candidate's partition, drop out; ties keep
-    the earlier candidate, and a single remaining candidate is returned unscored.
+    the earlier candidate, and a single remaining candidate is returned unscored. Above
+    ``sample_size`` points every candidate is scored on the same random sample of that many
+    points (``random_state``), at liblinear tolerance ``MARGIN_TOL``: at C = 100 the dual
+    coordinate descent takes O(n^2) per pass and many passes (noisy moons, n = 4,000: 173 s per
+    labeling at tol 1e-5 on all points).
     """
     distinct: dict[str, np.ndarray] = {}
     seen: set[bytes] = set()
@@ -102,10 +114,18 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
     if len(distinct) == 1:
         name, labels = next(iter(distinct.items()))
         return MarginChoice(labels, name, {})
-    Z = kernel_features(margin_kernel(K_raw))
-    objectives = {name: two_class_margin_objective(Z, np.where(labels == labels[0], 1.0, -1.0),
-                                                   beta)
-                  for name, labels in distinct.items()}
+    n = K_raw.shape[0]
+    sample = np.arange(n)
+    if n > sample_size:
+        sample = np.sort(check_random_state(random_state).choice(n, sample_size, replace=False))
+    Z = kernel_features(margin_kernel(K_raw[np.ix_(sample, sample)]))
+    objectives: dict[str, float] = {}
+    for name, labels in distinct.items():
+        in_sample = labels[sample]
+        y = np.where(in_sample == labels[0], 1.0, -1.0)
+        # a cluster the sample misses cannot be scored there: it stays out of the choice
+        objectives[name] = (two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
+                            if np.unique(y).size == 2 else np.inf)
     chosen = min(objectives, key=objectives.__getitem__)  # the first of equal values
     return MarginChoice(distinct[chosen], chosen, objectives)
 
@@ -115,7 +135,8 @@ def choose_with_spectral_candidate(X: np.ndarray, labels: np.ndarray, K_raw: np.
     """A relaxation's two-class ``labels`` against the spectral partition of the kNN graph
     (:func:`algorithms.starts.spectral_partition`), kept by the smaller ``omega``. Above
     ``SPECTRAL_START_MAX_N`` points (no spectral partition) the relaxation's labels stand."""
+    rng = check_random_state(random_state)
     candidates = {"relaxation": labels}
     if X.shape[0] <= SPECTRAL_START_MAX_N:
-        candidates["spectral"] = spectral_partition(X, 2, random_state=random_state)
-    return lowest_margin_labeling(K_raw, candidates, beta)
+        candidates["spectral"] = spectral_partition(X, 2, random_state=rng)
+    return lowest_margin_labeling(K_raw, candidates, beta, random_state=rng)
