@@ -26,8 +26,8 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 from algorithms.base import balance_limit, balanced_signs, clustering_error, psd_factor
-from algorithms.kernels import center_kernel, pairwise_kernel
-from algorithms.margin import two_class_margin_objective, unit_trace_scale
+from algorithms.kernels import pairwise_kernel
+from algorithms.margin import margin_kernel, two_class_margin_objective
 from algorithms.sdp_mmc import SDPMMC, SEED_SETTING
 from benchmarks.gmmc import two_circles, two_gaussians
 
@@ -179,8 +179,7 @@ def digits_89_study(seeds=(None, 0, 1, 2, 3, 4, 5, 6)):
         X, y = digits_subset((8, 9), 50, seed=seed)
         model, _ = _fit(X, rounding="randomized")
         eigen = _eigenvector_labels(model)
-        K = center_kernel(pairwise_kernel(X, gamma=model.gamma_))
-        Z = psd_factor(K / unit_trace_scale(K))
+        Z = psd_factor(margin_kernel(pairwise_kernel(X, gamma=model.gamma_)))
         truth = two_class_margin_objective(Z, np.where(y == 9, 1.0, -1.0), model.beta)
         found = model.rounded_objective_
         name = "first 50 per class" if seed is None else f"RandomState({seed})"

@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from algorithms.base import SDPSolverError, balance_limit, psd_factor
-from algorithms.kernels import center_kernel, pairwise_kernel
+from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
     Constraints,
     bilinear,
@@ -19,7 +19,7 @@ from algorithms.lowrank_sdp import (
     solve_lowrank_sdp,
     solve_two_class_lowrank,
 )
-from algorithms.margin import unit_trace_scale
+from algorithms.margin import margin_kernel
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
@@ -29,8 +29,7 @@ from algorithms.sdp_mmc import (
 
 
 def _kernel(X):
-    K = center_kernel(pairwise_kernel(X, kernel="rbf", gamma=median_heuristic_gamma(X)))
-    return K / unit_trace_scale(K)
+    return margin_kernel(pairwise_kernel(X, kernel="rbf", gamma=median_heuristic_gamma(X)))
 
 
 def _signs(M):

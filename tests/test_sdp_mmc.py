@@ -17,8 +17,8 @@ from algorithms.base import (
     labels_from_label_matrix,
     randomized_rounding,
 )
-from algorithms.kernels import center_kernel, pairwise_kernel
-from algorithms.margin import two_class_margin_objective, unit_trace_scale
+from algorithms.kernels import pairwise_kernel
+from algorithms.margin import margin_kernel, two_class_margin_objective
 from algorithms.registry import get_spec
 from algorithms.sdp_mmc import (
     SDPMMC,
@@ -114,8 +114,7 @@ def test_unsupervised_multiclass_relaxation_collapses_to_the_symmetric_program()
     # solve_multiclass_sdp_symmetric's derivation: at the optimum of (4.8) D = d e^T and
     # omega = n - e^T d - <K, M> / (2 beta); beta only weighs e^T d, so the labels do not move.
     X, _ = digits_subset((0, 6, 8, 9), 12, seed=1)
-    K = center_kernel(pairwise_kernel(X, gamma=median_heuristic_gamma(X)))
-    K = K / unit_trace_scale(K)
+    K = margin_kernel(pairwise_kernel(X, gamma=median_heuristic_gamma(X)))
     n = K.shape[0]
     M, D, omega, _, _ = solve_multiclass_sdp(K, 4, beta=0.01, balance=0.1)
     assert np.abs(D - D.mean(axis=1, keepdims=True)).max() < 1e-3  # equal columns
@@ -247,8 +246,7 @@ def test_randomized_rounding_never_worse_than_the_eigenvector_in_objective():
     eigen = SDPMMC(spectral_candidate=False, random_state=0).fit(X)
     from algorithms.base import psd_factor
 
-    K = center_kernel(pairwise_kernel(X, gamma=eigen.gamma_))
-    Z = psd_factor(K / unit_trace_scale(K))
+    Z = psd_factor(margin_kernel(pairwise_kernel(X, gamma=eigen.gamma_)))
     eigen_value = two_class_margin_objective(Z, np.where(eigen.labels_ == 1, 1.0, -1.0), 0.01)
     assert model.rounded_objective_ <= eigen_value + 1e-9
     # The reported objective is that of the labels returned, not of some other candidate.
