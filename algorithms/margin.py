@@ -81,8 +81,9 @@ def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float,
 
 @dataclass
 class MarginChoice:
-    """The kept labeling (``0``/``1``), the name of its candidate, and every candidate's
-    ``omega`` (candidates that repeat an earlier one's partition are not scored again)."""
+    """The kept labeling (any two values), the name of its candidate, and the ``omega`` of every
+    candidate scored (not those that repeat an earlier one's partition, nor a candidate whose
+    smaller cluster the sample of :func:`lowest_margin_labeling` misses)."""
 
     labels: np.ndarray
     chosen: str
@@ -121,11 +122,12 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
     Z = kernel_features(margin_kernel(K_raw[np.ix_(sample, sample)]))
     objectives: dict[str, float] = {}
     for name, labels in distinct.items():
-        in_sample = labels[sample]
-        y = np.where(in_sample == labels[0], 1.0, -1.0)
-        # a cluster the sample misses cannot be scored there: it stays out of the choice
-        objectives[name] = (two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
-                            if np.unique(y).size == 2 else np.inf)
+        y = np.where(labels[sample] == labels[0], 1.0, -1.0)
+        if np.unique(y).size == 2:  # a cluster the sample misses cannot be scored: left out
+            objectives[name] = two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
+    if not objectives:
+        name, labels = next(iter(distinct.items()))
+        return MarginChoice(labels, name, {})
     chosen = min(objectives, key=objectives.__getitem__)  # the first of equal values
     return MarginChoice(distinct[chosen], chosen, objectives)
 

@@ -59,6 +59,14 @@ def test_above_the_sample_size_candidates_are_scored_on_one_sample():
     # omega is a sum over points: a quarter of them carry about a quarter of it
     assert sampled.objectives["cut"] < 0.5 * full.objectives["cut"]
     np.testing.assert_array_equal(sampled.labels, y)  # the labels of every point come back
+    # A cluster of two points that a sample of 100 misses is not scored, and is not chosen.
+    two_points = np.zeros_like(y)
+    two_points[:2] = 1
+    rare = lowest_margin_labeling(K_raw, {"two points": two_points, "blobs": y}, beta=0.01,
+                                  random_state=1, sample_size=100)
+    assert not np.isin([0, 1], np.sort(np.random.RandomState(1).choice(400, 100, replace=False))
+                       ).any()
+    assert rare.chosen == "blobs" and list(rare.objectives) == ["blobs"]
 
 
 def test_repeated_and_one_cluster_candidates_drop_out_unscored():
