@@ -352,6 +352,13 @@ def labels_from_leading_eigenvector(M: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return (scores < 0).astype(np.int64), scores
 
 
+def two_cluster_labels(y: np.ndarray) -> np.ndarray:
+    """Labels ``{0, 1}`` of a two-cluster labeling given with any two values, cluster 0 holding
+    the first point (as :func:`labels_from_leading_eigenvector` names them)."""
+    y = np.asarray(y)
+    return (y != y[0]).astype(np.int64)
+
+
 def balanced_signs(scores: np.ndarray, limit: float) -> np.ndarray:
     """``y = sign(scores - t)`` in ``{-1, +1}`` with the threshold ``t`` nearest 0 that keeps
     ``-limit <= e^T y <= limit`` (both classes non-empty)."""

@@ -114,6 +114,7 @@ from algorithms.base import (
     labels_from_leading_eigenvector,
     psd_factor,
     report,
+    two_cluster_labels,
 )
 from algorithms.bisection import (
     LeafSplit,
@@ -872,7 +873,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             choice = choose_with_spectral_candidate(X, labels, kernels[0], 1.0 / self.C,
                                                     check_random_state(self.random_state))
             one_cluster = one_cluster and choice.chosen == "relaxation"
-            labels = (choice.labels != choice.labels[0]).astype(np.int64)
+            labels = two_cluster_labels(choice.labels)
             self.candidate_objectives_ = choice.objectives
             self.chosen_candidate_ = choice.chosen
         if one_cluster:

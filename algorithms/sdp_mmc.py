@@ -79,6 +79,7 @@ from algorithms.base import (
     randomized_rounding,
     report,
     solve_conic,
+    two_cluster_labels,
 )
 from algorithms.bisection import (
     LeafSplit,
@@ -645,8 +646,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, 3, fit.omega, "scoring the spectral partition by omega")
             choice = choose_with_spectral_candidate(X, fit.labels, K_raw, self.beta,
                                                     check_random_state(self.random_state))
-            # cluster 0 holds the first point, as the rounding names them
-            self.labels_ = (choice.labels != choice.labels[0]).astype(np.int64)
+            self.labels_ = two_cluster_labels(choice.labels)
             self.candidate_objectives_ = choice.objectives
             self.chosen_candidate_ = choice.chosen
 
@@ -685,8 +685,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             y_pm[known] = signs[known]
             labels = (y_pm > 0).astype(np.int64)
         else:
-            # cluster 0 holds the first point, as labels_from_leading_eigenvector names them
-            labels = (y_pm != y_pm[0]).astype(np.int64)
+            labels = two_cluster_labels(y_pm)
         return _TwoClassFit(labels, M, omega, scores, list(notes), int(n_iter), certificate,
                             rounded)
 
