@@ -166,6 +166,10 @@ class Objective(Protocol):
     def gradient_matrix(self, V: np.ndarray) -> np.ndarray:
         """Dense ``G`` at ``V V^T`` (for the certificate)."""
 
+    # Optional, for a smoothed objective (see MarginObjective): ``certificate_values(V)`` gives
+    # ``(f(Z), value at the linearisation point)`` and ``sharpen(excess)`` lowers the smoothing
+    # when its bias is ``excess`` times the tolerance (False when there is none left to lower).
+
 
 # Free variables (support vectors off the bound) of the warm start above which solve_box_qp tries
 # projected Newton first: an active-set step changes one variable and costs a Cholesky of the
@@ -485,6 +489,7 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
     n_iter, increases = 0, 0
     lower_bound = gap = min_eig = None
     f = f0
+    certified = -1  # the outer iteration whose iterate the certificate below describes
     for n_iter in range(1, max_iter + 1):
         r = V.shape[1]
         inner_tol = max(1e-9, min(1e-3, 0.1 * infeas_old)) / max(N, 1)
@@ -502,15 +507,22 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
         if on_iteration is not None:
             on_iteration(n_iter, f + offset, infeas)
         if infeas <= tol:
-            lower_bound, gap, min_eig, direction = _certify(objective, cons, V, y, f, trace_bound,
-                                                            offset, rows)
+            cert = _certify(objective, cons, V, y, trace_bound, offset, rows)
+            f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
+            certified = n_iter
             if gap <= tol:
                 break
+            if (cert.smoothing_share > 0.5 * tol and gap - cert.smoothing_share <= 0.5 * tol
+                    and objective.sharpen(cert.smoothing_share / tol)):
+                # The smoothed program is solved; the rest of the gap is the smoothing's bias.
+                settled.clear()
+                continue
             if (min_eig < -tol and increases < max_rank_increases and r < N):
                 # Rank too small: the eigenvector of the negative eigenvalue is a descent
                 # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
                 increases += 1
-                V = np.hstack([V, 1e-2 * direction[:, None]])
+                V = np.hstack([V, 1e-2 * cert.direction[:, None]])
+                certified = -1
                 continue
             settled.append(f)
             if (len(settled) > STALL_WINDOW
@@ -525,9 +537,9 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             mu = min(4.0 * mu, mu_max)
         infeas_old = infeas
     status = "optimal"
-    if gap is None:
-        lower_bound, gap, min_eig, _ = _certify(objective, cons, V, y, f, trace_bound, offset,
-                                                rows)
+    if certified != n_iter:  # the last iterate was not certified (or not feasible)
+        cert = _certify(objective, cons, V, y, trace_bound, offset, rows)
+        f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
     if infeas > tol or gap > tol:
         status = "inaccurate"
         messages.append(
@@ -536,27 +548,49 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             f"{V.shape[1]})"
         )
     return LowRankSDPResult(
-        V=V, y=y, objective=f + offset, lower_bound=lower_bound, gap=gap, infeasibility=infeas,
-        min_eig=min_eig, rank=V.shape[1], n_iter=n_iter, n_evals=n_evals, seconds=0.0,
-        status=status, tol=tol, messages=messages,
+        V=V, y=y, objective=f_upper + offset, lower_bound=lower_bound, gap=gap,
+        infeasibility=infeas, min_eig=min_eig, rank=V.shape[1], n_iter=n_iter,
+        n_evals=n_evals, seconds=0.0, status=status, tol=tol, messages=messages,
     )
 
 
-def _certify(objective, cons, V, y, f, trace_bound, offset, rows):
-    """Lower bound ``f - <G, Z> - y^T b + T min(0, lambda_min(S))``, relative gap, relative
-    ``lambda_min(S)`` and its eigenvector. The multipliers of the unit rows come from
-    stationarity, ``(S V)_i = 0``: ``y_i = -<(G V + A*(y) V)_i, v_i>``."""
+def certificate_values(objective, V: np.ndarray) -> tuple[float, float]:
+    """``(f(Z), value at the linearisation point)`` of an objective; the two differ for a
+    smoothed objective (:class:`MarginObjective` with ``smoothing``)."""
+    values = getattr(objective, "certificate_values", None)
+    if values is not None:
+        return values(V)
+    f = objective(V)[0]
+    return f, f
+
+
+def _certify(objective, cons, V, y, trace_bound, offset, rows):
+    """Upper bound ``f(Z)``, lower bound ``h - <G, Z> - y^T b + T min(0, lambda_min(S))``
+    (``h`` and ``G`` the value and gradient of the linearisation, ``f`` itself unless smoothed),
+    relative gap, relative ``lambda_min(S)`` and its eigenvector. The multipliers of the unit rows
+    come from stationarity, ``(S V)_i = 0``: ``y_i = -<(G V + A*(y) V)_i, v_i>``."""
+    f, anchor = certificate_values(objective, V)
     G = objective.gradient_matrix(V)
     S = G + cons.adjoint_matrix(y, V.shape[0])
     y_rows = -np.einsum("ij,ij->i", (S @ V)[rows], V[rows])
     S[rows, rows] += y_rows
     lam, vec = _min_eigenpair(S)
     GZ = float(np.einsum("ij,ij->", V, G @ V))
-    lower = f - GZ - float(y @ cons.b) - float(y_rows.sum()) + trace_bound * min(0.0, lam)
+    lower = anchor - GZ - float(y @ cons.b) - float(y_rows.sum()) + trace_bound * min(0.0, lam)
     scale = max(abs(f + offset), 1e-12)
     gap = max(f - lower, 0.0) / scale
     rel_eig = lam / max(1.0, float(np.abs(S).max()))
-    return lower + offset, gap, rel_eig, vec
+    return _Certificate(f, lower + offset, gap, rel_eig, vec, (f - anchor) / scale)
+
+
+@dataclass
+class _Certificate:
+    upper: float  # f(Z), without the offset
+    lower: float  # certified lower bound, with the offset
+    gap: float  # relative
+    min_eig: float  # relative lambda_min of the dual slack
+    direction: np.ndarray  # its eigenvector
+    smoothing_share: float  # the part of the gap due to smoothing, f(Z) - h(lambda_s, Z), relative
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,29 +609,61 @@ class MarginObjective:
     theorem: ``-(K o lambda lambda^T) / (2 beta)`` on ``M``, ``(lambda + c) / 2`` on ``eta``.
     """
 
-    def __init__(self, K: np.ndarray, beta: float, *, eta_column: bool = False, c: float = 0.0):
+    def __init__(self, K: np.ndarray, beta: float, *, eta_column: bool = False, c: float = 0.0,
+                 smoothing: float = 0.0):
         self.K, self.beta, self.eta_column, self.c = K, float(beta), eta_column, float(c)
         self.n = K.shape[0]
         self.lam = np.zeros(self.n)
+        self.smoothing = float(smoothing)
 
     def _split(self, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Vn = V[: self.n]
         p = Vn @ V[self.n] if self.eta_column else np.ones(self.n)
         return Vn, p
 
-    def maximiser(self, V: np.ndarray) -> np.ndarray:
-        Vn, p = self._split(V)
+    def _hessian(self, V: np.ndarray) -> np.ndarray:
+        Vn = self._split(V)[0]
         H = self.K * (Vn @ Vn.T)
         H /= self.beta
-        self.lam = solve_box_qp(H, p, self.lam)
+        return H
+
+    def maximiser(self, V: np.ndarray) -> np.ndarray:
+        H = self._hessian(V)
+        H.flat[:: self.n + 1] += self.smoothing
+        self.lam = solve_box_qp(H, self._split(V)[1], self.lam)
         return self.lam
 
-    def __call__(self, V: np.ndarray) -> tuple[float, np.ndarray]:
+    def sharpen(self, excess: float) -> bool:
+        """Scale the smoothing down so its bias, about linear in it, falls to a quarter of the
+        tolerance (``excess``: the bias over the tolerance); False when it is already 0."""
+        if self.smoothing == 0.0:
+            return False
+        self.smoothing *= min(0.5, max(0.01, 0.25 / excess))
+        return True
+
+    def _value_at(self, V: np.ndarray, lam: np.ndarray) -> tuple[float, np.ndarray]:
+        """``h(lambda, Z)`` (unsmoothed) and ``K (lambda o V_n)``."""
         Vn, p = self._split(V)
-        lam = self.maximiser(V)
         KLV = self.K @ (lam[:, None] * Vn)
         quad = float(np.einsum("ij,ij->", lam[:, None] * Vn, KLV))
-        value = p @ lam - quad / (2 * self.beta) + self.c * p.sum()
+        return float(p @ lam - quad / (2 * self.beta) + self.c * p.sum()), KLV
+
+    def certificate_values(self, V: np.ndarray) -> tuple[float, float]:
+        """``(f(Z), h(lambda_s, Z))``: the unsmoothed value (an upper bound on the optimum once
+        ``Z`` is feasible) and the value at the smoothed maximiser ``lambda_s``, where the
+        certificate's linearisation is taken. Equal when ``smoothing`` is 0."""
+        lam = self.maximiser(V)
+        anchor = self._value_at(V, lam)[0]
+        if self.smoothing == 0.0:
+            return anchor, anchor
+        exact = solve_box_qp(self._hessian(V), self._split(V)[1], lam.copy())
+        return self._value_at(V, exact)[0], anchor
+
+    def __call__(self, V: np.ndarray) -> tuple[float, np.ndarray]:
+        Vn = V[: self.n]
+        lam = self.maximiser(V)
+        value, KLV = self._value_at(V, lam)
+        value -= 0.5 * self.smoothing * float(lam @ lam)
         GV = np.zeros_like(V)
         GV[: self.n] = -(lam[:, None] * KLV) / (2 * self.beta)
         if self.eta_column:
@@ -745,6 +811,12 @@ class MappedObjective:
         f, GV = self.inner(self.to_z(W))
         return f, np.asarray(self.Tt @ GV)
 
+    def certificate_values(self, W: np.ndarray) -> tuple[float, float]:
+        return certificate_values(self.inner, self.to_z(W))
+
+    def sharpen(self, excess: float) -> bool:
+        return self.inner.sharpen(excess)
+
     def gradient_matrix(self, W: np.ndarray) -> np.ndarray:
         G = self.inner.gradient_matrix(self.to_z(W))
         TtG = np.asarray(self.Tt @ G)
@@ -760,6 +832,10 @@ def map_constraints(constraints: Constraints, T: sp.csr_matrix) -> Constraints:
         blocks.append(BilinearConstraints((Tt @ block.A).tocsc(), np.asarray(C).ravel()
                                           if block._shared else C, block.b, block.inequality))
     return Constraints(*blocks)
+
+
+SMOOTHING_START = 1e-3
+START_ETA = 0.8
 
 
 def half_sphere_map(n: int) -> sp.csr_matrix:
@@ -792,19 +868,24 @@ def solve_robust_lowrank(
     blocks = []
     if method == "rod":  # e^T eta = sum_i (1 + W_in) / 2 >= rho n
         minus = np.zeros(N)
-        minus[:n] = -1.0
-        blocks.append(bilinear(N, np.array([n]), None, (1.0 - 2.0 * rho) * n, inequality=True,
+        minus[:n] = -1.0 / n
+        blocks.append(bilinear(N, np.array([n]), None, 1.0 - 2.0 * rho, inequality=True,
                                shared_c=minus))
     constraints = Constraints(*blocks)
     r = rank or default_rank(n, n)
     rng = check_random_state(random_state)
-    # Start at "every point an inlier": w_i = w_n (eta = e, M = ee^T), plus a little noise so
-    # the factor has full column rank.
+    # Start with every eta_i = rho (ROD's constraint holds with equality): w_n = e_1 and
+    # w_i = c e_1 + sqrt(1 - c^2) g_i with c = 2 rho - 1 and g_i random unit vectors orthogonal
+    # to e_1. Near eta = e (w_i = w_n) the map w -> eta is flat (eta_i = (1 + w_i . w_n) / 2 is
+    # at its maximum), so a start there barely moves.
+    c = 2.0 * START_ETA - 1.0 if method == "reh" else 2.0 * rho - 1.0
+    g = rng.standard_normal((n, r - 1))
     W0 = np.zeros((N, r))
     W0[:, 0] = 1.0
-    W0[:n] += 0.3 * rng.standard_normal((n, r))
-    W0 = _unit_rows(W0)
-    inner = MarginObjective(G, beta, eta_column=True, c=-1.0 if method == "reh" else 0.0)
+    W0[:n, 0] = c
+    W0[:n, 1:] = np.sqrt(1.0 - c * c) * _unit_rows(g)
+    inner = MarginObjective(G, beta, eta_column=True, c=-1.0 if method == "reh" else 0.0,
+                            smoothing=SMOOTHING_START * float(np.median(np.diag(G))) / beta)
     objective = MappedObjective(inner, half_sphere_map(n))
     offset = float(n) if method == "reh" else 0.0
     result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,

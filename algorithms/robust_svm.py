@@ -77,16 +77,15 @@ from algorithms.base import (
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 
 Method = Literal["reh", "rod", "ramp"]
-# SCS (first-order, splitting) at eps 1e-4 on the rescaled SDP: about 1 s at n = 50, where the
-# interior-point Clarabel takes 8-50 s (its KKT system has O(n^2) unknowns; shared machine) for
-# the same classifier; measurements in benchmarks/robust_svm.py.
-SDP_DEFAULT_SOLVER = "SCS"
-# solve_robust_sdp(solver="lowrank"): the shared low-rank solver (algorithms.lowrank_sdp), not
-# yet the default: on the section 6.5 data it ends within 5e-4 to 4e-3 of SCS's objective at
-# n = 30-200 but its certified gap stays open (0.2 to 8, relative) and it is 2-30x slower than
-# SCS (outliers drive eta_i and the rows of G o M to zero, the inner SVM dual loses uniqueness
-# and the objective its smoothness; at n = 200 ROD stops far off); see benchmarks/sdp_solver.py.
-LOWRANK_TOL = 1e-4
+# solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
+# at LOWRANK_TOL. Section 6.5 data, n = 200, same run: REH 1.2-1.9 s (certified 8e-4, 2.5e-4 above
+# SCS's value at eps 1e-7), where SCS at its eps 1e-4 took 10.7 s and ended 2.2e-3 below the
+# optimum (uncertified); ROD n = 100 1.0 s certified, SCS 1.8 s and 4.8e-3 off. 1e-3 is the gap
+# the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the stationarity its
+# lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy formulations stay
+# as the reference: SCS (first-order, splitting, eps 1e-4) and the interior-point Clarabel (8-50
+# s at n = 50, its KKT system has O(n^2) unknowns). Measurements: benchmarks/sdp_solver.py.
+LOWRANK_TOL = 1e-3
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +139,7 @@ def solve_robust_sdp(
     and SCS then needs 2-4 times the iterations and returns objectives off by up to 40x at
     eps 1e-3. With both, SCS at eps 1e-4 matches Clarabel's objective to about 1e-3 relative.
 
-    ``solver="lowrank"`` (experimental, see ``LOWRANK_TOL``) solves the same program on the
+    ``solver="auto"`` (= ``"lowrank"``, see ``LOWRANK_TOL``) solves the same program on the
     factor of ``[[M, eta], [eta^T, 1]]`` (:func:`algorithms.lowrank_sdp.solve_robust_lowrank`),
     with ``lambda`` the inner maximiser itself; ``"cvxpy"`` is SCS on the formulation below.
     """
@@ -153,7 +152,7 @@ def solve_robust_sdp(
     G = (K / scale) * np.outer(y, y)
     G = (G + G.T) / 2.0
     beta_s = beta / scale
-    if solver == "lowrank":
+    if solver in ("auto", "lowrank"):
         return _solve_robust_lowrank(G, beta_s, method, rho)
 
     Z = cp.Variable((n + 1, n + 1), PSD=True)  # [[M, eta], [eta^T, 1]] >= 0  <=>  M >= eta eta^T
@@ -175,7 +174,7 @@ def solve_robust_sdp(
     else:
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
     problem = cp.Problem(cp.Minimize(zeta / n), constraints)
-    name = SDP_DEFAULT_SOLVER if solver in ("auto", "cvxpy") else solver.upper()
+    name = "SCS" if solver == "cvxpy" else solver.upper()
     options = dict(SCS_OPTIONS) if name == "SCS" else {}
     try:
         problem.solve(solver=name, **options)
@@ -449,10 +448,11 @@ class RobustSVMParams(AlgorithmParams):
         "classifier through the origin."
     )
     max_iter: int = Field(50, ge=1, le=1000, description="ramp: alternation steps (SVM fits).")
-    solver: Literal["auto", "cvxpy", "clarabel", "scs"] = Field(
+    solver: Literal["auto", "lowrank", "cvxpy", "clarabel", "scs"] = Field(
         "auto",
-        description="SDP solver: 'auto' = 'cvxpy' = SCS (eps 1e-4); 'clarabel' is 10-40x "
-        "slower at n = 50.",
+        description="SDP solver: 'auto' = 'lowrank' (factorised, certified relative gap 1e-3, "
+        "reported as the certificate); 'cvxpy' = 'scs' (SCS at eps 1e-4) and 'clarabel' "
+        "(interior point, 10-40x slower at n = 50) are the reference formulations.",
     )
 
 
@@ -483,9 +483,10 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         libsvm's offset.
     max_iter : int, default=50
         Ramp only: alternation steps.
-    solver : {"auto", "cvxpy", "clarabel", "scs"}, default="auto"
-        cvxpy solver for the SDPs. ``"auto"`` (= ``"cvxpy"``) is SCS at eps 1e-4 (about 1 s at 50
-        points, the same classifiers as the interior-point Clarabel, which takes 8-50 s there).
+    solver : {"auto", "lowrank", "cvxpy", "clarabel", "scs"}, default="auto"
+        ``"auto"`` (= ``"lowrank"``) is the low-rank solver of :mod:`algorithms.lowrank_sdp`
+        with a certified relative duality gap of 1e-3 (``certificate_``); ``"cvxpy"``
+        (= ``"scs"``, eps 1e-4) and ``"clarabel"`` solve the cvxpy formulation (the reference).
 
     Attributes
     ----------
@@ -662,6 +663,8 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.solver_ = solution.solver
         if solution.certificate is not None:
             self.certificate_ = solution.certificate
+        elif hasattr(self, "certificate_"):  # a refit with a cvxpy solver
+            del self.certificate_
         report(progress, 1, solution.objective, f"SDP {solution.status}")
 
     def _fit_ramp(self, X: np.ndarray, y: np.ndarray, progress) -> None:
