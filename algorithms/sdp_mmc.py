@@ -36,7 +36,9 @@ multi-class cone is written for ``beta * p``, which keeps ``1 / beta^2`` out of 
 
 Solver: ``"lowrank"`` (default; every solve of (3.5)) is the Burer-Monteiro augmented Lagrangian
 of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
-``certificate_``); multi-class (4.8) still goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
+``certificate_``), and unsupervised (4.8) in its collapsed form on a nonnegative factor of
+``[[1, sqrt(k) d^T], [sqrt(k) d, M]]`` (:func:`algorithms.lowrank_sdp.solve_multiclass_lowrank`);
+(4.8) with partial labels goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
 ``"CLARABEL"`` are the reference formulations below. cvxpy with SCS (first-order) or Clarabel
 (interior point), measured on two
 Gaussians (n = 50): SCS 1.1 s, Clarabel 10.8 s, same objective; Clarabel's dense n^2 x n^2 KKT
@@ -393,7 +395,8 @@ class SDPMMCParams(AlgorithmParams):
         "bisection",
         description="n_clusters > 2: 'bisection' splits one cluster at a time with the "
         "two-class SDP (3.5), guided by a spectral k-partition (low-rank solver); 'joint' solves "
-        "the multi-class SDP (4.8) (SCS; required with partial labels).",
+        "the multi-class SDP (4.8) (low-rank solver; SCS with partial labels, where it is "
+        "required).",
     )
     rounding: Literal["eigenvector", "randomized"] = Field(
         "eigenvector",
@@ -410,7 +413,8 @@ class SDPMMCParams(AlgorithmParams):
     solver: SolverParam = Field(
         "lowrank",
         description="'lowrank': factorized augmented Lagrangian with a duality-gap certificate "
-        "(two-class; multi-class uses SCS); 'cvxpy' (= 'SCS') or 'CLARABEL': the reference.",
+        "(two-class, and unsupervised multi-class (4.8); (4.8) with partial labels uses SCS); "
+        "'cvxpy' (= 'SCS') or 'CLARABEL': the reference.",
     )
     tol: float = Field(1e-3, gt=0, le=1e-1,
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
@@ -473,7 +477,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         partition has 0.23 (ARI 1.0). False is the thesis's method (``SEED_SETTING``).
     solver : {"lowrank", "cvxpy", "SCS", "CLARABEL"}, default="lowrank"
         ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
-        (3.5); (4.8) runs SCS); ``"cvxpy"`` is SCS on the cvxpy formulation, the reference.
+        (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
+        (4.8) with partial labels runs SCS. ``"cvxpy"`` is SCS on the cvxpy formulation, the
+        reference.
     tol : float, default=1e-3
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
@@ -604,7 +610,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if problem:
             raise ValueError(problem)
         joint = k > 2 and (self.multiclass == "joint" or labels is not None)
-        self.solver_ = self._cvxpy_solver() if self.solver != "lowrank" or joint else "lowrank"
+        # Partial labels with k > 2 break (4.8)'s symmetry: that program stays on cvxpy.
+        on_cvxpy = self.solver != "lowrank" or (joint and labels is not None)
+        self.solver_ = self._cvxpy_solver() if on_cvxpy else "lowrank"
         self.warnings_: list[str] = []
         kind = ("two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}" if joint
                 else f"two-class SDP (3.5) by recursive bisection, k={k}")
@@ -749,15 +757,38 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         result = solved.result
         return solved.M, solved.omega, list(result.messages), result.n_iter, result.certificate()
 
+    def _solve_multiclass_lowrank(self, K: np.ndarray, progress):
+        """Unsupervised (4.8) in its collapsed form on the low-rank solver, started from the
+        k-partition of the kernel's leading eigenvectors (a spectral relaxation)."""
+        from algorithms.lowrank_sdp import solve_multiclass_lowrank
+
+        def on_iteration(step, objective, infeasibility):
+            report(progress, 1, objective,
+                   f"augmented-Lagrangian iteration {step}: infeasibility {infeasibility:.1e}")
+
+        random_state = self.random_state if self.random_state is not None else 0
+        solved = solve_multiclass_lowrank(
+            K, self.n_clusters, beta=self.beta, balance=self.class_balance,
+            start_labels=labels_from_label_matrix(K, self.n_clusters, random_state),
+            tol=self.tol, random_state=random_state, on_iteration=on_iteration,
+        )
+        result = solved.result
+        self.certificate_ = result.certificate()
+        D = np.repeat(solved.d[:, None], self.n_clusters, axis=1)
+        return solved.M, D, solved.omega, list(result.messages), result.n_iter
+
     def _fit_multiclass(self, K_raw: np.ndarray, labels, progress) -> None:
         K = margin_kernel(K_raw)
         # Unsupervised (4.8) collapses to a program in (M, d): solve that one (same labels).
-        solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
-        extra = {} if labels is None else {"labels": labels}
-        M, D, omega, notes, self.n_iter_ = solve(
-            K, self.n_clusters, beta=self.beta, balance=self.class_balance, solver=self.solver_,
-            tol=self.tol, max_iter=self.max_iter, **extra,
-        )
+        if self.solver_ == "lowrank":
+            M, D, omega, notes, self.n_iter_ = self._solve_multiclass_lowrank(K, progress)
+        else:
+            solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
+            extra = {} if labels is None else {"labels": labels}
+            M, D, omega, notes, self.n_iter_ = solve(
+                K, self.n_clusters, beta=self.beta, balance=self.class_balance,
+                solver=self.solver_, tol=self.tol, max_iter=self.max_iter, **extra,
+            )
         self.warnings_ += notes
         self.label_matrix_, self.assignment_, self.relaxation_objective_ = M, D, omega
         report(progress, 2, omega, "rounding: k-means on the factor of M" if labels is None

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from algorithms.base import SDPSolverError, balance_limit, psd_factor
+from algorithms.base import SDPSolverError, balance_limit, labels_from_label_matrix, psd_factor
 from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
     Constraints,
     bilinear,
     solve_box_qp,
     solve_lowrank_sdp,
+    solve_multiclass_lowrank,
     solve_two_class_lowrank,
 )
 from algorithms.margin import margin_kernel
@@ -24,8 +25,10 @@ from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,
+    solve_multiclass_sdp_symmetric,
     solve_two_class_sdp,
 )
+from benchmarks.sdp_mmc import digits_subset
 
 
 def _kernel(X):
@@ -178,3 +181,26 @@ def test_robust_lowrank_matches_clarabel_and_its_certificate_brackets_the_optimu
         return np.sign(K @ (solution.lam * solution.eta * y))
 
     assert np.array_equal(signs(low), signs(ref))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_multiclass_lowrank_matches_scs_on_the_collapsed_program(seed):
+    # Unsupervised (4.8) in its collapsed form, digits {0,6,8,9}, 12 per class (n = 48), against
+    # SCS at tol 1e-6 (0.3 s; Clarabel takes 3-4 s and stops "inaccurate"). Measured: the values
+    # agree to 1e-7 / 7e-5; the certificate closes on seed 2 (gap 0) but not on seed 1 (2.6e-2):
+    # there no multipliers of M >= 0 fitted to the point's stationarity make the dual slack PSD,
+    # although the value is SCS's to 1e-7. The bound is still a true lower bound.
+    X, _ = digits_subset((0, 6, 8, 9), 12, seed=seed)
+    K = _kernel(X)
+    low = solve_multiclass_lowrank(K, 4, beta=0.01, balance=0.1,
+                                   start_labels=labels_from_label_matrix(K, 4, 0))
+    M, _, omega, _, _ = solve_multiclass_sdp_symmetric(K, 4, beta=0.01, balance=0.1, tol=1e-6,
+                                                       max_iter=100_000)
+    assert abs(low.omega - omega) <= 1e-3 * abs(omega)
+    assert np.array_equal(labels_from_label_matrix(low.M, 4, 0), labels_from_label_matrix(M, 4, 0))
+    assert np.all(low.M >= 0.0) and np.all(low.d >= 0.0)
+    assert np.allclose(np.diag(low.M), 1.0)
+    # lower_bound is on the solver's scale, -(<K, M> + 2 beta e^T d) / n = 2 beta (omega - n) / n.
+    n = K.shape[0]
+    certificate = low.result.certificate()
+    assert certificate["lower_bound"] <= 2 * 0.01 * (omega - n) / n + 1e-6

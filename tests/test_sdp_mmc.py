@@ -108,6 +108,8 @@ def test_digits_0689_with_20_per_class_error_at_most_12_percent():
     assert clustering_error(y, model.labels_) <= kmeans_error(X, y, 4) + 1e-9
     assert model.assignment_.shape == (80, 4)
     assert np.allclose(np.diag(model.label_matrix_), 1.0, atol=1e-2)
+    # The collapsed program runs on the low-rank solver, which reports its certificate.
+    assert model.solver_ == "lowrank" and model.certificate_["relative_gap"] is not None
 
 
 def test_unsupervised_multiclass_relaxation_collapses_to_the_symmetric_program():
@@ -154,6 +156,7 @@ def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
     model = SDPMMC(n_clusters=3, random_state=0, **SEED_SETTING).fit(X, partial)
     known = partial >= 0
     assert np.array_equal(model.labels_[known], partial[known])
+    assert model.solver_ == "SCS"  # labels break (4.8)'s symmetry: the cvxpy formulation
     # Cluster r is class r (no matching). Baselines: the SVM on the 6 labeled points and k-means
     # both get every unlabeled point right. The former rounding (argmax of D plus affinity to
     # the labeled points) did not spread the labels (M between labeled and unlabeled points
