@@ -740,9 +740,13 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
 
 
 def recommended_max_n(method: str) -> int:
-    """Size limit: the SDPs have two (n+1) x (n+1) matrix cones; with SCS (eps 1e-4) one solve
-    took 21-70 s at n = 200 and 39-66 s at n = 250 on a shared 2-core machine (time grows about
-    like n^2.8), far inside the job timeout; ramp scales like libsvm (about 50 s at n = 10,000,
-    linear kernel). See benchmarks/robust_svm.py --timing-only."""
-    return 50_000 if method == "ramp" else 250
+    """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
+    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 1.2-3 /
+    12-18 / 186 s, ROD in 4-6 / 50 / 395 s (benchmarks/sdp_solver.py; SCS at eps 1e-4 took
+    10-18 s at n = 200 and about n^2.8 beyond), so 1,000 stays well inside the 1,800 s job
+    timeout. ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
+    benchmarks/robust_svm.py --timing-only)."""
+    return 50_000 if method == "ramp" else SDP_MAX_N
 
+
+SDP_MAX_N = 1000

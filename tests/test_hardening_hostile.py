@@ -278,7 +278,7 @@ def test_predict_is_bounded_by_rows_and_evaluated_in_blocks(deployment):
 
 def test_described_limits_are_those_of_the_default_parameters(deployment):
     described = httpx.get(f"{deployment.url}/v1/algorithms", timeout=30).json()
-    assert {d["name"]: d["max_n"] for d in described}["robust_svm"] == 250
+    assert {d["name"]: d["max_n"] for d in described}["robust_svm"] == 1000
     for algorithm in described:
         name, max_n = algorithm["name"], algorithm["max_n"]
         assert algorithm["limits_rule"], name

@@ -44,6 +44,26 @@ def test_robust_svm_rod_sdp_job_runs_on_the_slow_queue_and_reports_the_outliers(
     assert np.mean(np.array(result["labels"][:40]) == y[:40]) >= 0.85
 
 
+def test_robust_svm_reh_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(service_url):
+    # 300 points, above the SCS-era max_n of 250 (SCS needed 39-66 s there): the low-rank solver
+    # takes about 4 s in-process and reports its certificate with the result.
+    X, y, _ = gaussians_with_ring_outliers(np.random.RandomState(3), radius=35.0,
+                                           n_per_class=120, n_outliers=60)
+    payload = {"algorithm": {"name": "robust_svm", "params": {"method": "reh", "C": 0.1}},
+               "data": {"X": X.tolist(), "y": y.astype(int).tolist()}}
+    job = submit_job(service_url, payload)
+    assert job["queue"] == "slow"
+    final = wait_for_job(service_url, job["id"], timeout=600)
+    assert final["status"] == "succeeded", final["error"]
+    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+    certificate = result["extras"]["certificate"]
+    assert certificate["solver"] == "lowrank" and certificate["relative_gap"] is not None
+    assert len(result["labels"]) == 300
+    # The Gaussians (the first 240 points) are labeled as the Bayes rule labels them, well
+    # above the majority class (50 %).
+    assert np.mean(np.array(result["labels"][:240]) == y[:240]) >= 0.9
+
+
 @pytest.mark.parametrize("y", [None, [1, 1, 1, 1]], ids=["missing", "single-class"])
 def test_robust_svm_rejects_missing_or_single_class_labels_with_422(service_url, y):
     data = {"X": [[0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [3.0, 1.0]]}
