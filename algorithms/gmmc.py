@@ -55,6 +55,11 @@ solvers. Two solvers use this:
   eigenvalue of the KKT matrix ``S + C_e ee^T - diag(gamma)`` (>= 0 proves global optimality).
 * ``solver="cvxpy"``: the same scaled SDP for SCS (:func:`solve_gmmc_cvxpy`); about 100x slower.
 
+The shared low-rank solver of :mod:`algorithms.lowrank_sdp` takes the program as written
+(``C_e ee^T`` inside the objective, no change of variables): on digit pairs it took 0.5-1.0 s
+against 0.15-0.19 s here and stopped at gaps of 3e-5 to 4e-3 (same labels;
+``benchmarks/sdp_solver.py --gmmc``), so GMMC keeps this solver.
+
 ``C_delta`` binds only when it is below ``C_e + max_i S_ii`` (``gamma_i`` cannot exceed the
 diagonal of the KKT matrix), so with the seed's constants (10) coincides with the hard margin (7).
 
