@@ -199,13 +199,17 @@ class Objective(Protocol):
     # when its bias is ``excess`` times the tolerance (False when there is none left to lower).
 
 
-# Free variables (support vectors off the bound) of the warm start above which solve_box_qp tries
-# projected Newton first: an active-set step changes one variable and costs a Cholesky of the
+# Free variables (support vectors off the bound) of the warm start above which solve_box_qp may
+# switch to projected Newton: an active-set step changes one variable and costs a Cholesky of the
 # free block, so hundreds of support vectors that all move a little take hundreds of steps.
 # Measured (benchmarks/sdp_solver.py, same run): two Gaussians n = 800 (~40 SVs) 2.4 s with the
 # active-set method alone, 4.4 s Newton first; the banana row (~280 SVs) 5.7 s alone, 3.1 s
-# Newton first.
+# Newton first. Newton comes after ACTIVE_SET_FIRST_STEPS active-set steps, which usually finish
+# a warm start that is already close: the smoothed robust SDPs keep most of their 200 lambdas
+# free, and Newton first took ROD n = 200 to 4.3-4.6 s and REH to 1.8 s, against 2.6-2.7 s and
+# 1.1 s now (two Gaussians n = 800 1.2 s and the banana row 2.0 s either way).
 NEWTON_MIN_FREE = 100
+ACTIVE_SET_FIRST_STEPS = 10
 
 
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
@@ -214,8 +218,9 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
 
     From ``x0`` (a warm start: the previous evaluation's solution), a primal active-set method
     (exact; one variable per step) finishes the job; when the warm start has more than
-    ``NEWTON_MIN_FREE`` free variables, projected Newton, which moves many per step, runs
-    first and usually ends at the optimum. Newton's line search alone can fail short of it (38
+    ``NEWTON_MIN_FREE`` free variables and ``ACTIVE_SET_FIRST_STEPS`` active-set steps did not
+    finish, projected Newton, which moves many per step, runs next and usually ends at the
+    optimum. Newton's line search alone can fail short of it (38
     of 58 calls recorded on two Gaussians, n = 800, up to 7e-3 low, relative): the noise in
     ``f`` then stopped the outer L-BFGS's line searches early and the augmented Lagrangian
     needed tens of outer iterations instead of one or two. Both stop when the SVM duality gap
@@ -223,10 +228,13 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
     """
     x = np.zeros(p.size) if x0 is None else np.clip(x0, 0.0, 1.0)
     if np.count_nonzero((x > 0.0) & (x < 1.0)) > NEWTON_MIN_FREE:
+        x, converged = _active_set(H, p, x, tol=tol, max_iter=ACTIVE_SET_FIRST_STEPS)
+        if converged:
+            return x
         x, converged = _projected_newton(H, p, x, tol=tol)
         if converged:
             return x
-    return _active_set(H, p, x, tol=tol)
+    return _active_set(H, p, x, tol=tol)[0]
 
 
 def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
@@ -286,14 +294,14 @@ def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float
 
 
 def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
-                max_iter: int = 1000) -> np.ndarray:
+                max_iter: int = 1000) -> tuple[np.ndarray, bool]:
     """Primal active-set method (Nocedal & Wright, Algorithm 16.3, for bounds) for
     :func:`solve_box_qp`: on the free set ``F`` (``0 < x < 1``) with the other variables at
     their bounds, the face's maximiser solves ``H_FF x_F = p_F - H_FU e``; a step that would
     cross a bound stops there and fixes that variable; at a face's maximiser the variable whose
     gradient most violates its bound is freed. If the new face's direction points that variable
     out of the box (``H_FF`` singular: more free variables than ``H`` has rank), an exact line
-    search along its own coordinate ascends instead."""
+    search along its own coordinate ascends instead. Returns ``(x, converged)``."""
     ridge = _ridge(H)
     free = (x > 0.0) & (x < 1.0)
     for _ in range(max_iter):
@@ -321,9 +329,9 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
         violation[free] = 0.0
         i = int(np.argmax(violation))
         if violation[i] <= 0.0 or _gap_closed(x, g, p, tol):
-            break
+            return x, True
         free[i] = True
-    return x
+    return x, False
 
 
 def _ridge(H: np.ndarray) -> float:
