@@ -24,7 +24,9 @@ from algorithms.sdp_mmc import (
     SDPMMC,
     SEED_SETTING,
     SDPMMCParams,
+    _margin_objective_by_qp,
     median_heuristic_gamma,
+    multiclass_margin_objective,
     solve_multiclass_sdp,
     solve_multiclass_sdp_symmetric,
 )
@@ -110,6 +112,18 @@ def test_digits_0689_with_20_per_class_error_at_most_12_percent():
     assert np.allclose(np.diag(model.label_matrix_), 1.0, atol=1e-2)
     # The collapsed program runs on the low-rank solver, which reports its certificate.
     assert model.solver_ == "lowrank" and model.certificate_["relative_gap"] is not None
+
+
+def test_multiclass_margin_objective_by_liblinear_equals_the_dual_qp():
+    # objective_ of a multi-class fit: Crammer & Singer's primal by liblinear against the dual QP
+    # by Clarabel (measured 3e-5 apart here; on 600 digits with k = 10, 0.16 s against 30 s).
+    X, y = digits_subset((0, 6, 8, 9), 20, seed=0)
+    K = margin_kernel(pairwise_kernel(X, gamma=median_heuristic_gamma(X)))
+    labels = np.searchsorted([0, 6, 8, 9], y)
+    exact = _margin_objective_by_qp(K, labels, 4, 0.01)
+    assert multiclass_margin_objective(K, labels, 4, 0.01) == pytest.approx(exact, rel=1e-4)
+    wrong = np.roll(labels, 7)  # a worse labeling has a larger inverse squared margin
+    assert multiclass_margin_objective(K, wrong, 4, 0.01) > 2 * exact
 
 
 def test_unsupervised_multiclass_relaxation_collapses_to_the_symmetric_program():
