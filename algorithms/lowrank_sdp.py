@@ -1055,6 +1055,11 @@ def map_constraints(constraints: Constraints, T: sp.csr_matrix) -> Constraints:
     return Constraints(*blocks)
 
 
+# The robust SDPs' smoothing at the start, times the median diagonal of the inner Hessian
+# G / beta (MarginObjective.sharpen lowers it as the gap requires; measured on the section 6.5
+# data, n = 100-200: started at 1e-4 the first solves crawl (ROD n = 200: gap 2.3 after 80
+# iterations), at 1e-2 they stall at a bias of 1.5e-2), and REH's starting eta (ROD starts at
+# rho).
 SMOOTHING_START = 1e-3
 START_ETA = 0.8
 
@@ -1080,7 +1085,12 @@ def solve_robust_lowrank(
     (already scaled by the caller). The value is ``zeta``; REH's (6.9) is ``zeta + n``.
 
     Solved on ``W`` with ``Z = T W T^T`` (:func:`half_sphere_map`): ``diag(W) = e`` by
-    unit rows, the only other constraint ROD's ``sum_i W_in >= (2 rho - 1) n``.
+    unit rows, the only other constraint ROD's ``sum_i W_in >= (2 rho - 1) n`` (divided by ``n``,
+    so the penalty is on the scale of the objective). The inner SVM dual is smoothed
+    (:class:`MarginObjective` ``smoothing``): an ablated point has ``eta_i = 0`` and a free
+    ``lambda_i``, which without it left the objective non-differentiable and the certificate
+    open (relative gaps 0.03-200 on the section 6.5 data; ROD at n = 200 stopped at 19.2 where
+    the optimum is 0.368).
     """
     if method not in ("reh", "rod"):
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
