@@ -493,6 +493,11 @@ def partial_labels_problem(n_clusters: int, multiclass: str, labels) -> str | No
 SEED_SETTING = {"gamma": "seed", "multiclass": "joint", "spectral_candidate": False}
 
 
+# Fitted attributes only some fits set (solver, rounding, k); reported with the result.
+_OPTIONAL_RESULTS = ("rounded_objective_", "relaxation_objective_", "certificate_",
+                     "candidate_objectives_", "chosen_candidate_")
+
+
 class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Maximum margin clustering by semidefinite programming (Xu, thesis chapters 3-4).
 
@@ -602,9 +607,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = SDPMMCParams
-    _result_attributes = (*MMCEstimatorMixin._result_attributes, "rounded_objective_",
-                          "relaxation_objective_", "certificate_", "candidate_objectives_",
-                          "chosen_candidate_")
+    _result_attributes = (*MMCEstimatorMixin._result_attributes, *_OPTIONAL_RESULTS)
 
     def __init__(
         self,
@@ -652,6 +655,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` optional partial labels (``-1`` = unknown) for semi-supervision."""
         self._validate_params()
+        for name in _OPTIONAL_RESULTS:  # a refit must not report the previous fit's extras
+            if hasattr(self, name):
+                delattr(self, name)
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)

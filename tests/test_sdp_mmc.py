@@ -114,6 +114,14 @@ def test_digits_0689_with_20_per_class_error_at_most_12_percent():
     assert model.solver_ == "lowrank" and model.certificate_["relative_gap"] is not None
 
 
+def test_a_refit_reports_only_its_own_extras():
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    model = SDPMMC(random_state=0).fit(X)
+    assert "certificate" in model.result_extras()
+    model.set_params(solver="cvxpy").fit(X)
+    assert "certificate" not in model.result_extras()
+
+
 def test_multiclass_margin_objective_by_liblinear_equals_the_dual_qp():
     # objective_ of a multi-class fit: Crammer & Singer's primal by liblinear against the dual QP
     # by Clarabel (measured 3e-5 apart here; on 600 digits with k = 10, 0.16 s against 30 s).
