@@ -379,7 +379,8 @@ def labels_from_assignment(D: np.ndarray, M: np.ndarray, labels: np.ndarray | No
         return labels_from_label_matrix(M, n_clusters, random_state)
     known = np.flatnonzero(labels >= 0)
     unknown = np.flatnonzero(labels < 0)
-    if np.unique(labels[known]).size == n_clusters and K is not None and unknown.size:
+    if (np.unique(labels[known]).size == n_clusters and K is not None
+            and unknown.size >= n_clusters):  # k-means needs k unlabeled points
         return _cluster_then_label(M, K, labels, n_clusters, random_state)
     Y = (labels[known][:, None] == np.arange(n_clusters)[None, :]).astype(np.float64)
     affinity = (M[:, known] @ Y) / np.maximum(Y.sum(axis=0), 1.0)[None, :]

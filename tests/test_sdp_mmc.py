@@ -241,6 +241,16 @@ def test_semi_supervised_multiclass_labels_do_not_hang_on_the_solvers_early_stop
     assert errors[1] <= svm_error - 0.05, (errors, svm_error)
 
 
+def test_semi_supervised_multiclass_with_fewer_unlabeled_points_than_clusters():
+    # Two unlabeled points cannot be clustered into three groups by k-means (it raised); the
+    # affinity rule labels them.
+    X, y = make_blobs(n_samples=12, centers=[[0, 0], [6, 0], [0, 6]], random_state=3)
+    partial = y.copy()
+    partial[[0, 5]] = -1
+    model = SDPMMC(n_clusters=3, random_state=0, **SEED_SETTING).fit(X, partial)
+    assert np.array_equal(model.labels_, y)
+
+
 def test_partial_labels_outside_the_clusters_are_rejected():
     X, _ = make_blobs(n_samples=20, centers=2, random_state=0)
     y = -np.ones(20, dtype=int)
