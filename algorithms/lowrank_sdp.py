@@ -562,10 +562,7 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
                         and (n_thorough < THOROUGH_FIRST or n_iter % THOROUGH_EVERY == 0))
             n_thorough += thorough
             cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative, tol,
-                            thorough=False)
-            if cert.gap > tol and thorough:
-                cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative,
-                                tol)
+                            thorough=thorough)
             f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
             certified = n_iter if thorough or gap <= tol else -1
             if gap <= tol:
@@ -663,8 +660,8 @@ def _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative=False
     come from stationarity, ``(S V)_i = 0``: ``y_i = -<(G V + A*(y) V)_i, v_i>``. Not
     ``thorough``: the augmented Lagrangian's ``y`` alone, no ``Psi``.
 
-    The bound holds for any multipliers (``y_k >= 0`` on inequalities), so two sets are tried
-    and the better bound kept: the augmented Lagrangian's ``y``, and ``y`` refitted to
+    The bound holds for any multipliers (``y_k >= 0`` on inequalities), so ``thorough`` tries
+    more and keeps the best bound: the augmented Lagrangian's ``y``, and ``y`` refitted to
     stationarity at ``V`` (:func:`_refit_multipliers`; the augmented Lagrangian's estimates lag
     the primal iterate, and their error shows up as a negative ``lambda_min``).
     With ``Z >= 0`` (``nonnegative``) any symmetric ``Psi >= 0`` gives the bound with ``S - Psi``
@@ -673,21 +670,23 @@ def _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative=False
     f, anchor = certificate_values(objective, V)
     G = objective.gradient_matrix(V)
     GZ = float(np.einsum("ij,ij->", V, G @ V))
-    N = V.shape[0]
-    psi = np.zeros((N, N))
-    best = None
-    rounds = 1 + (2 if nonnegative else 1) * (cons.m > 0) if thorough else 1
-    for attempt in range(rounds):
-        if attempt > 0:
-            y = _refit_multipliers(G - psi, cons, V, y, rows, tol)
-        if nonnegative and thorough:
-            psi = _nonnegativity_multipliers(_dual_slack(G, cons, y, 0.0, V, rows)[0], V)
+
+    def bound(y, psi):  # (lower bound, relative lambda_min, its eigenvector)
         S, y_rows = _dual_slack(G, cons, y, psi, V, rows)
         lam, vec = _min_eigenpair(S)
         lower = (anchor - GZ - float(y @ cons.b) - float(y_rows.sum())
                  + trace_bound * min(0.0, lam))
-        if best is None or lower > best[0]:
-            best = (lower, lam / max(1.0, float(np.abs(S).max())), vec)
+        return lower, lam / max(1.0, float(np.abs(S).max())), vec
+
+    best = bound(y, 0.0)
+    if thorough and (nonnegative or cons.m):
+        psi = 0.0
+        for attempt in range(1 + 2 * (cons.m > 0) if nonnegative else 1):
+            if attempt > 0 or not nonnegative:
+                y = _refit_multipliers(G - psi, cons, V, y, rows, tol)
+            if nonnegative:
+                psi = _nonnegativity_multipliers(_dual_slack(G, cons, y, 0.0, V, rows)[0], V)
+            best = max(best, bound(y, psi), key=lambda candidate: candidate[0])
     lower, rel_eig, vec = best
     scale = max(abs(f + offset), 1e-12)
     gap = max(f - lower, 0.0) / scale
