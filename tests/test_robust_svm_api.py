@@ -27,17 +27,23 @@ def test_robust_svm_ramp_job_trains_on_data_y_and_its_model_predicts(service_url
     assert predicted.json()["labels"] == result["labels"][:20]
 
 
+def _run_on_the_slow_queue(service_url, payload, timeout):
+    """Submit an SDP job, check it went to the slow queue, wait for it and return its result."""
+    job = submit_job(service_url, payload)
+    assert job["queue"] == "slow"
+    final = wait_for_job(service_url, job["id"], timeout=timeout)
+    assert final["status"] == "succeeded", final["error"]
+    return httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+
+
 def test_robust_svm_rod_sdp_job_runs_on_the_slow_queue_and_reports_the_outliers(service_url):
-    # Section 6.5 draw at the issue's size (20 + 20 + 10 ring points at R = 55): about 1 s of SCS.
+    # Section 6.5 draw at the issue's size (20 + 20 + 10 ring points at R = 55): under 1 s of
+    # the low-rank solver.
     X, y, is_outlier = gaussians_with_ring_outliers(np.random.RandomState(1000), radius=55.0)
     payload = {"algorithm": {"name": "robust_svm",
                              "params": {"method": "rod", "C": 0.1, "fit_intercept": False}},
                "data": {"X": X.tolist(), "y": y.astype(int).tolist()}}
-    job = submit_job(service_url, payload)
-    assert job["queue"] == "slow"
-    final = wait_for_job(service_url, job["id"], timeout=240)
-    assert final["status"] == "succeeded", final["error"]
-    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+    result = _run_on_the_slow_queue(service_url, payload, timeout=240)
     detected = np.isin(np.arange(y.size), result["extras"]["outliers"])
     assert outlier_f_measure(is_outlier, detected)[2] >= 0.75  # same draw in-process: F = 1.0
     assert len(result["extras"]["outlier_scores"]) == y.size
@@ -51,11 +57,7 @@ def test_robust_svm_reh_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(s
                                            n_per_class=120, n_outliers=60)
     payload = {"algorithm": {"name": "robust_svm", "params": {"method": "reh", "C": 0.1}},
                "data": {"X": X.tolist(), "y": y.astype(int).tolist()}}
-    job = submit_job(service_url, payload)
-    assert job["queue"] == "slow"
-    final = wait_for_job(service_url, job["id"], timeout=600)
-    assert final["status"] == "succeeded", final["error"]
-    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
+    result = _run_on_the_slow_queue(service_url, payload, timeout=600)
     certificate = result["extras"]["certificate"]
     assert certificate["solver"] == "lowrank" and certificate["relative_gap"] is not None
     assert len(result["labels"]) == 300
