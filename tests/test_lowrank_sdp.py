@@ -14,6 +14,7 @@ from algorithms.base import SDPSolverError, balance_limit, labels_from_label_mat
 from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
     Constraints,
+    LinearObjective,
     bilinear,
     solve_box_qp,
     solve_lowrank_sdp,
@@ -106,22 +107,15 @@ def test_generic_solver_on_maxcut_by_multipliers_and_by_unit_rows_matches_cvxpy(
     A = rng.standard_normal((n, n))
     C = (A + A.T) / 2
 
-    class Linear:
-        def __call__(self, V):
-            CV = C @ V
-            return float(np.einsum("ij,ij->", V, CV)), CV
-
-        def gradient_matrix(self, V):
-            return C
-
     Z = cp.Variable((n, n), PSD=True)
     reference = cp.Problem(cp.Minimize(cp.trace(C @ Z)), [cp.diag(Z) == 1]).solve(
         solver="CLARABEL")
     everyone = np.arange(n)
-    by_multipliers = solve_lowrank_sdp(Linear(), Constraints(bilinear(n, everyone, everyone, 1.0)),
+    by_multipliers = solve_lowrank_sdp(LinearObjective(C),
+                                       Constraints(bilinear(n, everyone, everyone, 1.0)),
                                        n, trace_bound=n, rank=8, tol=1e-5, random_state=0)
-    by_rows = solve_lowrank_sdp(Linear(), Constraints(), n, trace_bound=n, rank=8, tol=1e-5,
-                                random_state=0, unit_rows=everyone)
+    by_rows = solve_lowrank_sdp(LinearObjective(C), Constraints(), n, trace_bound=n, rank=8,
+                                tol=1e-5, random_state=0, unit_rows=everyone)
     for result in (by_multipliers, by_rows):
         assert result.status == "optimal", result.messages
         assert abs(result.objective - reference) <= 1e-4 * abs(reference)
