@@ -11,9 +11,10 @@ gives one labeling by rounding; it is a candidate answer to that problem, not a 
 and the relaxations' roundings fail where another partition of the same data has the smaller
 ``omega`` (SDP MMC on 400 noisy moons: ``omega`` 6.7 and ARI 0.30, where the spectral partition
 of the kNN graph has ``omega`` 0.23 and ARI 1.0). :func:`lowest_margin_labeling` scores candidate
-labelings by ``omega`` and keeps the smallest, as iterSVR and CPM3C keep the best of their
-starts by their own objectives; :func:`choose_with_spectral_candidate` makes the spectral
-partition the second candidate of a two-class fit. The candidates are not held to the
+labelings by ``omega`` and keeps the smallest (iterSVR's two-cluster runs from the spectral
+start too; CPM3C keeps the best of its starts by its own objective);
+:func:`choose_with_spectral_candidate` makes the spectral partition the second candidate of a
+two-class fit. The candidates are not held to the
 relaxation's balance ``|e^T y| <= eps``: a partition found without labels is evidence of the
 class proportions (iterSVR's start rule), and ``omega`` itself penalises a small cluster that
 does not separate (digits 1 and 7: the spectral 27:334 split has ``omega`` 1.8, the relaxation's
