@@ -254,20 +254,20 @@ def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float
         free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
         F = np.flatnonzero(free)
         d = None
+        H_FF = H[np.ix_(F, F)]  # sliced once; dropped variables leave by a mask below
+        H_FF.flat[:: F.size + 1] += ridge
         for _ in range(10):
             if F.size == 0:
                 break
-            H_FF = H[np.ix_(F, F)]
-            H_FF.flat[:: F.size + 1] += ridge
-            try:
-                d = linalg.cho_solve(linalg.cho_factor(H_FF, check_finite=False), g[F],
-                                     check_finite=False)
-            except linalg.LinAlgError:
+            # LAPACK's Cholesky solve directly, as in _face_maximiser (it overwrites its copy).
+            _, d, info = lapack.dposv(H_FF, g[F])
+            if info != 0:
                 d = linalg.lstsq(H_FF, g[F], check_finite=False)[0]
             outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
             if not outward.any():
                 break
-            F = F[~outward]
+            keep = ~outward
+            F, H_FF = F[keep], H_FF[np.ix_(keep, keep)]
         if d is None or F.size == 0 or d.size != F.size:
             return x, False
         step, improved = 1.0, False
