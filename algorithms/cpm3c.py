@@ -476,10 +476,11 @@ def solve_cpm3c(
         return W_new, data.scores(blocks[:, :-1], blocks[:, -1])
 
     def cutting_plane(W: np.ndarray, F: np.ndarray, labels_at, iterations: int):
+        """Algorithms 1-2 with the labels ``labels_at(F)`` (the argmax, or held ones)."""
         nonlocal n_iter
         for _ in range(iterations):
             n_iter += 1
-            # Algorithm 2: CCCP on (17) for the current working set (with clamped labels the
+            # Algorithm 2: CCCP on (17) for the current working set (with held labels the
             # linearization never changes: one QP).
             clamp = labels_at(F)
             current = objective_at(W, F, clamp)
@@ -490,9 +491,7 @@ def solve_cpm3c(
                 improved = current - new
                 # The linearization (18)-(20) depends on the scores only through the labels:
                 # when none changed, the next QP is this one again and CCCP has converged.
-                same_labels = np.array_equal(labels_from_scores(F) if clamp is None else clamp,
-                                             labels_from_scores(F_new) if clamp_new is None
-                                             else clamp_new)
+                same_labels = np.array_equal(clamp, clamp_new)
                 W, F, clamp = W_new, F_new, clamp_new
                 current = new
                 if same_labels or improved < cccp_tol * max(current + improved, 1e-12):
@@ -517,7 +516,8 @@ def solve_cpm3c(
     if start_labels is not None:
         W, F = cutting_plane(W, F, lambda F: start_labels, max_iter)
         held = result()
-    W, F = cutting_plane(W, F, lambda F: None, max(max_iter - n_iter, 1))
+    # The argmax labels as the "clamp": the same linearization as reading them off F.
+    W, F = cutting_plane(W, F, labels_from_scores, max(max_iter - n_iter, 1))
     final = result()
     final.held = held
     return final
