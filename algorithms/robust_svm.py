@@ -739,6 +739,10 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_support_ = int(self.classifier_.n_support)
 
 
+# REH / ROD size limit (recommended_max_n says where it comes from).
+SDP_MAX_N = 1000
+
+
 def recommended_max_n(method: str) -> int:
     """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
     linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 1.1 /
@@ -748,6 +752,3 @@ def recommended_max_n(method: str) -> int:
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
     return 50_000 if method == "ramp" else SDP_MAX_N
-
-
-SDP_MAX_N = 1000
