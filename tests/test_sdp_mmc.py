@@ -31,7 +31,15 @@ from algorithms.sdp_mmc import (
     solve_multiclass_sdp_symmetric,
 )
 from benchmarks.gmmc import two_circles, two_gaussians
-from benchmarks.sdp_mmc import digits_subset, joined_circles, semi_supervised_digits
+from benchmarks.sdp_mmc import (
+    TABLE_4_2,
+    digits_subset,
+    joined_circles,
+    semi_supervised_classes,
+    semi_supervised_digits,
+    standard_error,
+    table_4_2_errors,
+)
 from tests.baselines import kmeans_error
 
 # --- thesis Table 3.1 (two-class clustering, error %) -------------------------------------------
@@ -188,38 +196,28 @@ def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
     assert np.mean(model.labels_[~known] == y[~known]) == 1.0
 
 
-def _semi_supervised_draw(classes, per_class, seed):
-    """Table 4.2 protocol: ``per_class`` digits of each class, 1/10 labeled (every class)."""
-    X, digits = digits_subset(classes, per_class, seed=seed)
-    y = np.searchsorted(classes, digits)
-    rng = np.random.RandomState(seed)
-    while True:
-        known = rng.choice(y.size, round(0.1 * y.size), replace=False)
-        if np.unique(y[known]).size == len(classes):
-            break
-    partial = -np.ones_like(y)
-    partial[known] = y[known]
-    return X, y, partial
-
-
-def test_semi_supervised_digits_689_spread_labels_beyond_the_supervised_svm():
-    # Thesis Table 4.2, DigitsA689 (39 per class, 1/10 labeled, 10 repeats): semidefinite
-    # 5.6 +- 0.7 %, supervised SVM 16.3 +- 1.6. Measured on draws 0-2: SDP MMC 5.7 / 8.6 / 8.6 %
-    # (mean 7.6; 8.8 over draws 0-4), the SVM on the labeled points 33.3 / 9.5 / 6.7 (mean
-    # 16.5). So the thesis's row is NOT reached (2 points above it, on scikit-learn's 8 x 8
-    # digits; the thesis's DigitsA are 20 x 16 black-and-white images, not bundled); asserted:
-    # mean <= 10 % and 5 points below the SVM. DigitsA0689 (thesis 6.5 vs SVM 20.6) is not
-    # tested: draws 0-2 give 9.3 / 7.1 / 9.3 % (mean 8.6) against the SVM's 8.6 (no margin).
-    errors, svm_errors = [], []
-    for seed in range(3):
-        X, y, partial = _semi_supervised_draw((6, 8, 9), 39, seed)
-        unknown = partial < 0
-        model = SDPMMC(n_clusters=3, random_state=0, **SEED_SETTING).fit(X, partial)
-        errors.append(np.mean(model.labels_[unknown] != y[unknown]))
-        svm = SVC(C=100.0, gamma=model.gamma_).fit(X[~unknown], partial[~unknown])
-        svm_errors.append(np.mean(svm.predict(X[unknown]) != y[unknown]))
-    assert np.mean(errors) <= 0.10, errors
-    assert np.mean(errors) <= np.mean(svm_errors) - 0.05, (errors, svm_errors)
+@pytest.mark.parametrize("row, classes, svm_margin", [
+    ("DigitsA689", (6, 8, 9), 0.05),
+    ("DigitsA0689", (0, 6, 8, 9), 0.0),
+])
+def test_semi_supervised_table_4_2_rows(row, classes, svm_margin):
+    # Thesis Table 4.2's protocol: 39 digits per class, 1/10 labeled, 10 draws, error on the
+    # unlabeled points +- one standard error. Measured (thesis in brackets):
+    #   689:  semidefinite 7.0 +- 0.9 (5.6 +- 0.7), SVM on the labeled points 15.5 (16.3),
+    #         spectral with labeled assignment 8.6 (12.7);
+    #   0689: semidefinite 6.8 +- 0.6 (6.5 +- 0.5), SVM 8.1 (20.6), spectral 7.6 (11.8).
+    # The thesis's DigitsA are 20 x 16 binary images, ours scikit-learn's 8 x 8 digits, on which
+    # both baselines are stronger (with 16 labeled points of four classes the SVM errs on 8 %, not
+    # 21 %), so the margin over the SVM is asserted only on 689, where the seed's 10 points hold.
+    # Asserted: our mean is within two combined standard errors of the thesis's row, and below
+    # both of the thesis's baselines on the same draws.
+    errors = table_4_2_errors(classes)
+    ours = errors["semidefinite"]
+    thesis_mean, thesis_se = (v / 100 for v in TABLE_4_2[row]["semidefinite"])
+    allowed = thesis_mean + 2 * np.hypot(standard_error(ours), thesis_se)
+    assert ours.mean() <= allowed, (ours, allowed)
+    assert ours.mean() <= errors["spectral"].mean(), errors
+    assert ours.mean() <= errors["supervised SVM"].mean() - svm_margin, errors
 
 
 def test_semi_supervised_multiclass_labels_do_not_hang_on_the_solvers_early_stop():
@@ -228,7 +226,7 @@ def test_semi_supervised_multiclass_labels_do_not_hang_on_the_solvers_early_stop
     # class, 1/10 labeled) the former seeded k-means erred on 5.6 % at tol 1e-3 and 33.3 % at
     # 1e-5. Clusters of M's unlabeled block matched to the classes by kernel affinity: 5.6 % at
     # both, against 11.1 % for the SVM on the labeled points.
-    X, y, partial = _semi_supervised_draw((6, 8, 9), 20, 2)
+    X, y, partial = semi_supervised_classes((6, 8, 9), 20, 2)
     unknown = partial < 0
     errors = []
     for tol in (1e-3, 1e-5):
