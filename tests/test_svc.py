@@ -11,9 +11,10 @@ counts exactly. Row 1-2 does not reproduce at any isotropic scaling of these dat
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
+from sklearn.preprocessing import StandardScaler
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from algorithms.registry import get_spec, model_from_export
@@ -221,6 +222,37 @@ def test_model_round_trip_predicts_identically(iris):
     assert restored.result_extras()["n_bounded"] == model.n_bounded_
 
 
+def test_n_components_fits_on_the_principal_components_as_the_seed_does(iris):
+    # Table 1's protocol inside the estimator: raw iris with n_components=3 gives the labels of
+    # the same fit on PCA(3)-projected iris (4 misclassified), and predict projects new points.
+    X, y = iris
+    projected = SupportVectorClustering(gamma=7.0, p=0.70, tol=1e-6).fit(iris_pcs(iris, 3)[0])
+    model = SupportVectorClustering(gamma=7.0, p=0.70, tol=1e-6, n_components=3).fit(X)
+    assert model.components_.shape == (3, 4)
+    np.testing.assert_array_equal(model.labels_, projected.labels_)
+    assert misclassified(y, model.labels_) <= 5
+    np.testing.assert_array_equal(model.predict(X)[model.support_], model.labels_[model.support_])
+
+
+def test_gamma_auto_retries_on_principal_components_where_the_input_space_gives_one_cluster():
+    # 300 standardized breast-cancer points in 30 dimensions: no q or p gives two contours of at
+    # least 5 % of the points (the schedule returned one cluster, ARI 0). On the leading two
+    # principal components it finds two (ARI 0.58; k-means 0.64, one cluster 0).
+    X, y = load_breast_cancer(return_X_y=True)
+    pick = np.sort(np.random.default_rng(0).choice(y.size, 300, replace=False))
+    X, y = StandardScaler().fit_transform(X[pick]), y[pick]
+    seed_space = SupportVectorClustering(2, n_components=None).fit(X)
+    assert seed_space.n_clusters_ == 1
+    model = SupportVectorClustering(2).fit(X)
+    assert model.n_clusters_ == 2 and model.components_.shape == (2, 30)
+    assert "principal components" in model.warnings_[-1]
+    assert adjusted_rand_score(y, model.labels_) >= 0.5
+    meta, arrays = model.to_model()
+    restored = model_from_export(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+    assert np.mean(model.predict(X) == model.labels_) >= 0.95
+
+
 def test_estimator_clones_and_reports_extras(iris):
     X, _ = iris_pcs(iris, 2)
     model = clone(SupportVectorClustering(gamma=0.5, labeling="knn"))
@@ -241,6 +273,7 @@ def test_estimator_clones_and_reports_extras(iris):
         ({"labeling": "delaunay"}, "labeling"),
         ({"n_clusters": 1}, "n_clusters"),
         ({"bounded_svs": "drop"}, "bounded_svs"),
+        ({"n_components": 0}, "n_components"),
     ],
 )
 def test_invalid_parameters_are_rejected_with_the_field_named(params, fragment):
