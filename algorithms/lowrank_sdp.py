@@ -48,7 +48,6 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from scipy.linalg import lapack
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
@@ -200,102 +199,27 @@ class Objective(Protocol):
     # when its bias is ``excess`` times the tolerance (False when there is none left to lower).
 
 
-# Free variables (support vectors off the bound) of the warm start above which solve_box_qp may
-# switch to projected Newton: an active-set step changes one variable and costs a Cholesky of the
-# free block, so hundreds of support vectors that all move a little take hundreds of steps.
-# Measured (benchmarks/sdp_solver.py, same run): two Gaussians n = 800 (~40 SVs) 2.4 s with the
-# active-set method alone, 4.4 s Newton first; the banana row (~280 SVs) 5.7 s alone, 3.1 s
-# Newton first. Newton comes after ACTIVE_SET_FIRST_STEPS active-set steps, which usually finish
-# a warm start that is already close: the smoothed robust SDPs keep most of their 200 lambdas
-# free, and Newton first took ROD n = 200 to 4.3-4.6 s and REH to 1.8 s, against 2.6-2.7 s and
-# 1.1 s now (two Gaussians n = 800 1.2 s and the banana row 2.0 s either way). With the active
-# set compiled, the active set alone is about twice as fast per evaluation on the robust SDPs at
-# n = 400-1,000 (REH n = 1,000 31 s against 106 s) but reaches other iterates whose certificates
-# stay further open (REH n = 1,000 gap 3.8e-2 against 2.8e-3; ROD n = 200 open at 2.1e-3 where
-# Newton first closes it), and the banana row takes 2.7 s against 2.1 s; Newton first stays.
-NEWTON_MIN_FREE = 100
-ACTIVE_SET_FIRST_STEPS = 10
+# Updates of the active set's Cholesky factor between refactorisations (rounding accumulates).
+REFACTOR_EVERY = 100
 
 
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
                  tol: float = 1e-12) -> np.ndarray:
-    """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias).
-
-    From ``x0`` (a warm start: the previous evaluation's solution), a primal active-set method
-    (exact; one variable per step) finishes the job; when the warm start has more than
-    ``NEWTON_MIN_FREE`` free variables and ``ACTIVE_SET_FIRST_STEPS`` active-set steps did not
-    finish, projected Newton, which moves many per step, runs next and usually ends at the
-    optimum. Newton's line search alone can fail short of it (38
-    of 58 calls recorded on two Gaussians, n = 800, up to 7e-3 low, relative): the noise in
-    ``f`` then stopped the outer L-BFGS's line searches early and the augmented Lagrangian
-    needed tens of outer iterations instead of one or two. Both stop when the SVM duality gap
+    """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias),
+    from ``x0`` (a warm start: the previous evaluation's solution), by the exact active-set
+    method of :func:`_active_set`; it stops when the SVM duality gap
     ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value.
+
+    Projected Newton came first for warm starts with over 100 free variables while the active
+    set ran in numpy (each step a fresh factorisation and a dozen dispatches). Compiled, with its
+    factor updated instead of recomputed, the active set alone measured faster on every problem
+    tried (same runs): the issue's SDP MMC rows of ``benchmarks/sdp_solver.py`` 5.2 s against
+    11.5 s (banana 0.85 against 1.85 s), four blobs at n = 400 6.7 against 16 s, REH and ROD at
+    n = 400 3.2 and 8.0 s against 6.1 and 17 s, ROD at n = 200 1.4 s against 1.8 s. Each step
+    frees or fixes one variable, so the step budget grows with ``n``.
     """
     x = np.zeros(p.size) if x0 is None else np.clip(x0, 0.0, 1.0)
-    if np.count_nonzero((x > 0.0) & (x < 1.0)) > NEWTON_MIN_FREE:
-        x, converged = _active_set(H, p, x, tol=tol, max_iter=ACTIVE_SET_FIRST_STEPS)
-        if converged:
-            return x
-        x, converged = _projected_newton(H, p, x, tol=tol)
-        if converged:
-            return x
-    return _active_set(H, p, x, tol=tol)[0]
-
-
-def _projected_newton(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
-                      max_iter: int = 200) -> tuple[np.ndarray, bool]:
-    """Projected Newton (Bertsekas 1982) for :func:`solve_box_qp`: variables at a bound whose
-    gradient pushes outward are fixed; on the rest a Newton step (Cholesky of ``H_FF``), from
-    which variables at a bound that the step would push outward are dropped (and the step
-    recomputed); then backtracking along the projection. Moves many variables per step, but
-    its line search can fail short of the optimum: ``(x, converged)``."""
-    ridge = _ridge(H)
-    for _ in range(max_iter):
-        Hx = H @ x  # afresh: the O(n |F|) updates below drift in the last digits
-        value = p @ x - 0.5 * x @ Hx
-        g = p - Hx  # ascent direction
-        if _gap_closed(x, g, p, tol):
-            return x, True
-        free = ~(((x <= 0.0) & (g <= 0.0)) | ((x >= 1.0) & (g >= 0.0)))
-        F = np.flatnonzero(free)
-        d = None
-        H_FF = H[np.ix_(F, F)]  # sliced once; dropped variables leave by a mask below
-        H_FF.flat[:: F.size + 1] += ridge
-        for _ in range(10):
-            if F.size == 0:
-                break
-            # LAPACK's Cholesky solve directly (it overwrites its copy of H_FF).
-            _, d, info = lapack.dposv(H_FF, g[F])
-            if info != 0:
-                d = linalg.lstsq(H_FF, g[F], check_finite=False)[0]
-            outward = ((x[F] <= 0.0) & (d < 0.0)) | ((x[F] >= 1.0) & (d > 0.0))
-            if not outward.any():
-                break
-            keep = ~outward
-            F, H_FF = F[keep], H_FF[np.ix_(keep, keep)]
-        if d is None or F.size == 0 or d.size != F.size:
-            return x, False
-        step, improved = 1.0, False
-        H_F = H[:, F]  # only the free variables move: H x updates in O(n |F|)
-        # Steps: the projected Newton step, then (when a bound is near) the step to the first
-        # bound along d, which always ascends (the quadratic rises along d up to step 1),
-        # then halving along the projection arc.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(d > 0, (1.0 - x[F]) / d, np.where(d < 0, -x[F] / d, np.inf))
-        to_bound = float(room.min()) if room.size else 1.0
-        steps = [1.0] + ([to_bound] if 0.25 <= to_bound < 1.0 else [])
-        steps += [0.5**k for k in range(1, 30)]
-        for step in steps:
-            trial = x.copy()
-            trial[F] = np.clip(x[F] + step * d, 0.0, 1.0)
-            H_trial = Hx + H_F @ (trial[F] - x[F])  # drift is reset by the caller's next call
-            trial_value = p @ trial - 0.5 * trial @ H_trial
-            if trial_value > value:
-                x, Hx, value, improved = trial, H_trial, trial_value, True
-                break
-        if not improved:
-            return x, False
-    return x, False
+    return _active_set(H, p, x, tol=tol, max_iter=1000 + 20 * p.size)[0]
 
 
 def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
@@ -310,7 +234,8 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
 
     Compiled (:func:`compiled_active_set`): a step changes one variable, so a solve takes
     tens to hundreds of steps of small work each, which numpy calls spent on dispatch (the
-    robust SDPs at n = 200: 2.4 of 3.2 s in this loop, 10 steps per call).
+    robust SDPs at n = 200: 2.4 of 3.2 s in this loop, 10 steps per call). The free block's
+    Cholesky factor is updated, not recomputed (see :func:`_active_set_kernel`).
     """
     x = np.ascontiguousarray(x, dtype=np.float64)
     free = (x > 0.0) & (x < 1.0)
@@ -332,58 +257,119 @@ def compiled_active_set():
 
 
 def _active_set_kernel(H, p, x, free, tol, max_iter, ridge):
-    """The loop of :func:`_active_set` on ``x`` and ``free`` in place; True when converged."""
+    """The loop of :func:`_active_set` on ``x`` and ``free`` in place; True when converged.
+
+    The free set's Cholesky factor ``L L^T = H_FF + ridge I`` is kept across steps: a freed
+    variable appends a row (one triangular solve), a fixed one leaves by a rank-one update of
+    the rows after it, so a step costs ``O(|F|^2)``, not a factorisation's ``O(|F|^3)``. The sum
+    of ``H``'s columns at the upper bound is kept the same way. When an appended pivot is not
+    positive (``H_FF`` singular), that step refactors, or solves by least squares."""
     n = p.size
-    F = np.empty(n, np.int64)
-    U = np.empty(n, np.int64)
+    order = np.empty(n, np.int64)  # the free variables in the factor's row order
+    member = np.zeros(n, np.bool_)
+    m = 0
+    updates = 0
+    L = np.empty((n, n))
+    valid = True  # L factors H_FF + ridge I for order[:m]
+    in_upper = np.zeros(n, np.bool_)
+    upper_sum = np.zeros(n)  # sum of H's columns over the variables at the upper bound
     abs_p = np.abs(p).sum()
     for _ in range(max_iter):
-        n_free, n_upper = 0, 0
         for i in range(n):
-            if free[i]:
-                F[n_free] = i
-                n_free += 1
-            elif x[i] >= 1.0:
-                U[n_upper] = i
-                n_upper += 1
-        if n_free:
-            # The face's maximiser: (H_FF + ridge I) x_F = p_F - H_FU e, by Cholesky (lstsq
-            # when H_FF is singular).
-            A = np.empty((n_free, n_free))
-            rhs = np.empty(n_free)
-            for a in range(n_free):
-                row = F[a]
-                total = p[row]
-                for b in range(n_upper):
-                    total -= H[row, U[b]]
-                rhs[a] = total
-                for b in range(n_free):
-                    A[a, b] = H[row, F[b]]
-                A[a, a] += ridge
-            solution = np.empty(n_free)
-            try:
-                L = np.linalg.cholesky(A)
-                for a in range(n_free):  # L z = rhs, then L^T solution = z
+            at_upper = (not free[i]) and x[i] >= 1.0
+            if at_upper != in_upper[i]:
+                sign = 1.0 if at_upper else -1.0
+                for r in range(n):  # H is symmetric: its row i, read contiguously
+                    upper_sum[r] += sign * H[i, r]
+                in_upper[i] = at_upper
+        # Variables that left the free set: delete their rows (last first).
+        for k in range(m - 1, -1, -1):
+            if free[order[k]]:
+                continue
+            if valid:  # L[k+1:, k+1:] absorbs column k: a rank-one Cholesky update
+                for j in range(k + 1, m):
+                    diagonal = L[j, j]
+                    v_j = L[j, k]
+                    radius = np.sqrt(diagonal * diagonal + v_j * v_j)
+                    c, s = radius / diagonal, v_j / diagonal
+                    L[j, j] = radius
+                    for i in range(j + 1, m):
+                        L[i, j] = (L[i, j] + s * L[i, k]) / c
+                        L[i, k] = c * L[i, k] - s * L[i, j]
+                for i in range(k + 1, m):  # shift rows up and columns left past k
+                    for j in range(k):
+                        L[i - 1, j] = L[i, j]
+                    for j in range(k + 1, i + 1):
+                        L[i - 1, j - 1] = L[i, j]
+            member[order[k]] = False
+            for a in range(k + 1, m):
+                order[a - 1] = order[a]
+            m -= 1
+            updates += 1
+        # Variables that entered it: append their rows (one at a time; several at once, as at
+        # the warm start, are cheaper to factor afresh).
+        entering = 0
+        for i in range(n):
+            entering += free[i] and not member[i]
+        if entering > 1:
+            valid = False
+        for i in range(n):
+            if not free[i] or member[i]:
+                continue
+            order[m] = i
+            member[i] = True
+            updates += 1
+            if valid:
+                squared = H[i, i] + ridge
+                for a in range(m):  # L[m, :m] solves L[:m, :m] l = H[F, i]
+                    total = H[order[a], i]
+                    for b in range(a):
+                        total -= L[a, b] * L[m, b]
+                    L[m, a] = total / L[a, a]
+                    squared -= L[m, a] * L[m, a]
+                if squared > 0.0:
+                    L[m, m] = np.sqrt(squared)
+                else:
+                    valid = False
+            m += 1
+        if updates >= REFACTOR_EVERY:  # rounding in the updates: refactor now and then
+            valid, updates = False, 0
+        if m:
+            rhs = np.empty(m)
+            for a in range(m):
+                rhs[a] = p[order[a]] - upper_sum[order[a]]
+            if not valid:  # refactor; least squares when H_FF + ridge I is not definite
+                A = np.empty((m, m))
+                for a in range(m):
+                    for b in range(m):
+                        A[a, b] = H[order[a], order[b]]
+                    A[a, a] += ridge
+                try:
+                    L[:m, :m] = np.linalg.cholesky(A)
+                    valid = True
+                except Exception:  # numba's LinAlgError
+                    solution = np.linalg.lstsq(A, rhs)[0]
+            if valid:  # L z = rhs, then L^T solution = z
+                solution = np.empty(m)
+                for a in range(m):
                     total = rhs[a]
                     for b in range(a):
                         total -= L[a, b] * solution[b]
                     solution[a] = total / L[a, a]
-                for a in range(n_free - 1, -1, -1):
+                for a in range(m - 1, -1, -1):
                     total = solution[a]
-                    for b in range(a + 1, n_free):
+                    for b in range(a + 1, m):
                         total -= L[b, a] * solution[b]
                     solution[a] = total / L[a, a]
-            except Exception:  # not positive definite (numba's LinAlgError)
-                solution = np.linalg.lstsq(A, rhs)[0]
-            d = np.empty(n_free)
+            d = np.empty(m)
             outward = -1
-            for a in range(n_free):
-                i = F[a]
+            for a in range(m):
+                i = order[a]
                 d[a] = solution[a] - x[i]
                 if outward < 0 and ((x[i] <= 0.0 and d[a] < 0.0) or (x[i] >= 1.0 and d[a] > 0.0)):
                     outward = a
             if outward >= 0:  # only the variable just freed sits at a bound
-                i = F[outward]
+                i = order[outward]
                 g_i = p[i] - H[i] @ x
                 if H[i, i] > 0:
                     x[i] = min(max(x[i] + g_i / H[i, i], 0.0), 1.0)
@@ -392,8 +378,8 @@ def _active_set_kernel(H, p, x, free, tol, max_iter, ridge):
                 free[i] = 0.0 < x[i] < 1.0
                 continue
             blocking, room_min = 0, np.inf
-            for a in range(n_free):
-                i = F[a]
+            for a in range(m):
+                i = order[a]
                 room = np.inf
                 if d[a] > 0:
                     room = (1.0 - x[i]) / d[a]
@@ -402,13 +388,13 @@ def _active_set_kernel(H, p, x, free, tol, max_iter, ridge):
                 if room < room_min:
                     room_min, blocking = room, a
             step = min(room_min, 1.0)
-            for a in range(n_free):
-                i = F[a]
+            for a in range(m):
+                i = order[a]
                 x[i] = min(max(x[i] + step * d[a], 0.0), 1.0)
             if step < 1.0:  # blocked: fix the variable at the bound it reached
-                x[F[blocking]] = 0.0 if d[blocking] < 0 else 1.0
-                for a in range(n_free):
-                    free[F[a]] = 0.0 < x[F[a]] < 1.0
+                x[order[blocking]] = 0.0 if d[blocking] < 0 else 1.0
+                for a in range(m):
+                    free[order[a]] = 0.0 < x[order[a]] < 1.0
                 continue
         g = p - H @ x  # ascent direction
         most, most_violation = 0, -np.inf
