@@ -925,8 +925,8 @@ def _unit_rows(V: np.ndarray) -> np.ndarray:
 def spectral_start(K: np.ndarray, r: int, rng) -> np.ndarray:
     """Unit rows of the leading ``r`` eigenvectors of ``K`` (plus a little noise, so no row
     is zero): the label matrix of a spectral relaxation, close to the optimum of (3.5). From a
-    random start the first inner SVM duals are far from their optimum and cost many Newton
-    steps each; from here they take one or two."""
+    random start the first inner SVM duals are far from their optimum and cost many
+    active-set steps each; from here they take few."""
     from scipy.sparse.linalg import eigsh
 
     n = K.shape[0]
