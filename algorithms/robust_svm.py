@@ -745,10 +745,10 @@ SDP_MAX_N = 1000
 
 def recommended_max_n(method: str) -> int:
     """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
-    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.6 /
-    5.8 / 106 s, ROD in 2.2 / 18 / 204 s (benchmarks/sdp_solver.py; SCS at eps 1e-4 took 10-11 s
+    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.5 /
+    1.7 / 28 s, ROD in 1.4 / 4.5 / 25 s (benchmarks/sdp_solver.py; SCS at eps 1e-4 took 10-11 s
     at n = 200 and grows about like n^2.8), so 1,000 stays well inside the 1,800 s job timeout.
-    At n = 1,000 the certificates stay open (REH gap 2.8e-3, ROD 1.3), reported as warnings.
+    At n = 1,000 the certificates stay open (REH gap 3.7e-2, ROD 1.5), reported as warnings.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
     return 50_000 if method == "ramp" else SDP_MAX_N
