@@ -749,6 +749,8 @@ def recommended_max_n(method: str) -> int:
     1.7 / 28 s, ROD in 1.4 / 4.5 / 25 s (benchmarks/sdp_solver.py; SCS at eps 1e-4 took 10-11 s
     at n = 200 and grows about like n^2.8), so 1,000 stays well inside the 1,800 s job timeout.
     At n = 1,000 the certificates stay open (REH gap 3.7e-2, ROD 1.5), reported as warnings.
+    n = 2,000 took 130 / 243 s: times the 2-4x of a loaded machine and up to 3x for data with
+    more support vectors, that could reach the timeout, so the limit stays 1,000.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
     return 50_000 if method == "ramp" else SDP_MAX_N
