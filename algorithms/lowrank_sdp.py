@@ -150,6 +150,17 @@ class Constraints:
                 parts.append(block.directions(V, local))
         return np.concatenate(parts, axis=2)
 
+    def dense(self, N: int) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors ``a_k`` and ``c_k`` as rows of two dense ``m x N`` arrays."""
+        A, C = np.zeros((self.m, N)), np.zeros((self.m, N))
+        start = 0
+        for block in self.blocks:
+            rows = slice(start, start + block.m)
+            A[rows] = block.A.T.toarray()
+            C[rows] = block.C[None, :] if block._shared else block.C.T.toarray()
+            start += block.m
+        return A, C
+
     def adjoint_matrix(self, y: np.ndarray, N: int) -> np.ndarray:
         out = np.zeros((N, N))
         if not self.blocks:
@@ -199,10 +210,6 @@ class Objective(Protocol):
     # when its bias is ``excess`` times the tolerance (False when there is none left to lower).
 
 
-# Updates of the active set's Cholesky factor between refactorisations (rounding accumulates).
-REFACTOR_EVERY = 100
-
-
 def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
                  tol: float = 1e-12) -> np.ndarray:
     """``argmax_{0 <= x <= 1} p^T x - x^T H x / 2`` for PSD ``H`` (an SVM dual without bias),
@@ -235,7 +242,8 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
     Compiled (:func:`compiled_active_set`): a step changes one variable, so a solve takes
     tens to hundreds of steps of small work each, which numpy calls spent on dispatch (the
     robust SDPs at n = 200: 2.4 of 3.2 s in this loop, 10 steps per call). The free block's
-    Cholesky factor is updated, not recomputed (see :func:`_active_set_kernel`).
+    Cholesky factor is updated, not recomputed (see
+    :func:`algorithms.lowrank_compiled.active_set`).
     """
     x = np.ascontiguousarray(x, dtype=np.float64)
     free = (x > 0.0) & (x < 1.0)
@@ -247,172 +255,12 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
 
 @functools.cache
 def compiled_active_set():
-    """:func:`_active_set_kernel` compiled and cached on disk by numba (imported on first use,
-    as :func:`algorithms.dual_qp.compiled_smo`)."""
-    from numba import njit
+    """:func:`algorithms.lowrank_compiled.active_set`, loaded (numba imported on first use, as
+    :func:`algorithms.dual_qp.compiled_smo`) and warmed on a tiny problem."""
+    from algorithms.lowrank_compiled import active_set
 
-    kernel = njit(cache=True, nogil=True)(_active_set_kernel)
-    kernel(np.eye(2), np.ones(2), np.zeros(2), np.zeros(2, dtype=np.bool_), 1e-12, 10, 1e-10)
-    return kernel
-
-
-def _active_set_kernel(H, p, x, free, tol, max_iter, ridge):
-    """The loop of :func:`_active_set` on ``x`` and ``free`` in place; True when converged.
-
-    The free set's Cholesky factor ``L L^T = H_FF + ridge I`` is kept across steps: a freed
-    variable appends a row (one triangular solve), a fixed one leaves by a rank-one update of
-    the rows after it, so a step costs ``O(|F|^2)``, not a factorisation's ``O(|F|^3)``. The sum
-    of ``H``'s columns at the upper bound is kept the same way. When an appended pivot is not
-    positive (``H_FF`` singular), that step refactors, or solves by least squares."""
-    n = p.size
-    order = np.empty(n, np.int64)  # the free variables in the factor's row order
-    member = np.zeros(n, np.bool_)
-    m = 0
-    updates = 0
-    L = np.empty((n, n))
-    valid = True  # L factors H_FF + ridge I for order[:m]
-    in_upper = np.zeros(n, np.bool_)
-    upper_sum = np.zeros(n)  # sum of H's columns over the variables at the upper bound
-    abs_p = np.abs(p).sum()
-    for _ in range(max_iter):
-        for i in range(n):
-            at_upper = (not free[i]) and x[i] >= 1.0
-            if at_upper != in_upper[i]:
-                sign = 1.0 if at_upper else -1.0
-                for r in range(n):  # H is symmetric: its row i, read contiguously
-                    upper_sum[r] += sign * H[i, r]
-                in_upper[i] = at_upper
-        # Variables that left the free set: delete their rows (last first).
-        for k in range(m - 1, -1, -1):
-            if free[order[k]]:
-                continue
-            if valid:  # L[k+1:, k+1:] absorbs column k: a rank-one Cholesky update
-                for j in range(k + 1, m):
-                    diagonal = L[j, j]
-                    v_j = L[j, k]
-                    radius = np.sqrt(diagonal * diagonal + v_j * v_j)
-                    c, s = radius / diagonal, v_j / diagonal
-                    L[j, j] = radius
-                    for i in range(j + 1, m):
-                        L[i, j] = (L[i, j] + s * L[i, k]) / c
-                        L[i, k] = c * L[i, k] - s * L[i, j]
-                for i in range(k + 1, m):  # shift rows up and columns left past k
-                    for j in range(k):
-                        L[i - 1, j] = L[i, j]
-                    for j in range(k + 1, i + 1):
-                        L[i - 1, j - 1] = L[i, j]
-            member[order[k]] = False
-            for a in range(k + 1, m):
-                order[a - 1] = order[a]
-            m -= 1
-            updates += 1
-        # Variables that entered it: append their rows (one at a time; several at once, as at
-        # the warm start, are cheaper to factor afresh).
-        entering = 0
-        for i in range(n):
-            entering += free[i] and not member[i]
-        if entering > 1:
-            valid = False
-        for i in range(n):
-            if not free[i] or member[i]:
-                continue
-            order[m] = i
-            member[i] = True
-            updates += 1
-            if valid:
-                squared = H[i, i] + ridge
-                for a in range(m):  # L[m, :m] solves L[:m, :m] l = H[F, i]
-                    total = H[order[a], i]
-                    for b in range(a):
-                        total -= L[a, b] * L[m, b]
-                    L[m, a] = total / L[a, a]
-                    squared -= L[m, a] * L[m, a]
-                if squared > 0.0:
-                    L[m, m] = np.sqrt(squared)
-                else:
-                    valid = False
-            m += 1
-        if updates >= REFACTOR_EVERY:  # rounding in the updates: refactor now and then
-            valid, updates = False, 0
-        if m:
-            rhs = np.empty(m)
-            for a in range(m):
-                rhs[a] = p[order[a]] - upper_sum[order[a]]
-            if not valid:  # refactor; least squares when H_FF + ridge I is not definite
-                A = np.empty((m, m))
-                for a in range(m):
-                    for b in range(m):
-                        A[a, b] = H[order[a], order[b]]
-                    A[a, a] += ridge
-                try:
-                    L[:m, :m] = np.linalg.cholesky(A)
-                    valid = True
-                except Exception:  # numba's LinAlgError
-                    solution = np.linalg.lstsq(A, rhs)[0]
-            if valid:  # L z = rhs, then L^T solution = z
-                solution = np.empty(m)
-                for a in range(m):
-                    total = rhs[a]
-                    for b in range(a):
-                        total -= L[a, b] * solution[b]
-                    solution[a] = total / L[a, a]
-                for a in range(m - 1, -1, -1):
-                    total = solution[a]
-                    for b in range(a + 1, m):
-                        total -= L[b, a] * solution[b]
-                    solution[a] = total / L[a, a]
-            d = np.empty(m)
-            outward = -1
-            for a in range(m):
-                i = order[a]
-                d[a] = solution[a] - x[i]
-                if outward < 0 and ((x[i] <= 0.0 and d[a] < 0.0) or (x[i] >= 1.0 and d[a] > 0.0)):
-                    outward = a
-            if outward >= 0:  # only the variable just freed sits at a bound
-                i = order[outward]
-                g_i = p[i] - H[i] @ x
-                if H[i, i] > 0:
-                    x[i] = min(max(x[i] + g_i / H[i, i], 0.0), 1.0)
-                else:
-                    x[i] = 1.0 if g_i > 0 else 0.0
-                free[i] = 0.0 < x[i] < 1.0
-                continue
-            blocking, room_min = 0, np.inf
-            for a in range(m):
-                i = order[a]
-                room = np.inf
-                if d[a] > 0:
-                    room = (1.0 - x[i]) / d[a]
-                elif d[a] < 0:
-                    room = -x[i] / d[a]
-                if room < room_min:
-                    room_min, blocking = room, a
-            step = min(room_min, 1.0)
-            for a in range(m):
-                i = order[a]
-                x[i] = min(max(x[i] + step * d[a], 0.0), 1.0)
-            if step < 1.0:  # blocked: fix the variable at the bound it reached
-                x[order[blocking]] = 0.0 if d[blocking] < 0 else 1.0
-                for a in range(m):
-                    free[order[a]] = 0.0 < x[order[a]] < 1.0
-                continue
-        g = p - H @ x  # ascent direction
-        most, most_violation = 0, -np.inf
-        for i in range(n):
-            violation = 0.0 if free[i] else (g[i] if x[i] <= 0.0 else -g[i])
-            if violation > most_violation:
-                most, most_violation = i, violation
-        # The stopping rule of _gap_closed.
-        px, xHx, positive = 0.0, 0.0, 0.0
-        for i in range(n):
-            px += p[i] * x[i]
-            xHx += x[i] * (p[i] - g[i])
-            positive += max(g[i], 0.0)
-        value = px - 0.5 * xHx
-        if most_violation <= 0.0 or xHx + positive - px <= tol * max(abs(value), 1e-12 * abs_p):
-            return True
-        free[most] = True
-    return False
+    active_set(np.eye(2), np.ones(2), np.zeros(2), np.zeros(2, dtype=np.bool_), 1e-12, 10, 1e-10)
+    return active_set
 
 
 def _ridge(H: np.ndarray) -> float:
@@ -595,6 +443,12 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
         # max(|f|, 1), so an objective of order 1e-2 would otherwise stop it far too early.
         return (f + penalty) / f_scale, grad.ravel() / f_scale
 
+    # A compiled inner solve (the robust SDPs: :class:`HalfSphereMarginObjective`).
+    compiled = getattr(objective, "minimise_lagrangian", None)
+    if compiled is not None:
+        if rows.size != N or nonnegative:
+            raise ValueError("a compiled inner problem needs every row a unit row, unbounded")
+        compiled = functools.partial(compiled, cons)
     messages: list[str] = []
     settled: list[float] = []  # objective values at feasible iterations the gap did not close
     infeas_old, infeas = np.inf, np.inf
@@ -609,10 +463,14 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
         budget = (inner_max_iter if len(settled) < REFINE_AFTER
                   else min(inner_max_iter, REFINE_MAX_ITER))
         f_previous = f
-        result = minimize(lagrangian, V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
-                          bounds=[(0.0, None)] * V.size if nonnegative else None,
-                          options={"maxiter": budget, "gtol": inner_tol, "ftol": 1e-15})
-        V = normalise(result.x.reshape(N, r))[0]
+        if compiled is not None:
+            x, evaluations = compiled(V.ravel().copy(), r, y, mu, f_scale, budget, inner_tol)
+            n_evals += evaluations
+        else:
+            x = minimize(lagrangian, V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
+                         bounds=[(0.0, None)] * V.size if nonnegative else None,
+                         options={"maxiter": budget, "gtol": inner_tol, "ftol": 1e-15}).x
+        V = normalise(x.reshape(N, r))[0]
         f, _ = objective(V)
         values, _ = cons.values(V)
         g = values - cons.b
@@ -1146,6 +1004,41 @@ def half_sphere_map(n: int) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(n + 1, n + 1))
 
 
+class HalfSphereMarginObjective(MappedObjective):
+    """The robust SDPs' objective: a :class:`MarginObjective` with its eta column on
+    ``Z = T W T^T`` (:func:`half_sphere_map`), every row of ``W`` a unit row. Its inner
+    augmented-Lagrangian problems run compiled (:mod:`algorithms.lowrank_compiled`)."""
+
+    def __init__(self, inner: MarginObjective):
+        super().__init__(inner, half_sphere_map(inner.n))
+
+    def minimise_lagrangian(self, cons: Constraints, x: np.ndarray, r: int, y: np.ndarray,
+                            mu: float, f_scale: float, max_iter: int,
+                            gtol: float) -> tuple[np.ndarray, int]:
+        """The inner problem of :func:`_solve` from ``x`` by the compiled L-BFGS; returns the
+        minimiser and the number of evaluations."""
+        inner = self.inner
+        A, C = cons.dense(inner.n + 1)
+        K = np.ascontiguousarray(inner.K, dtype=np.float64)
+        evaluations = compiled_lbfgs()(
+            x, int(max_iter), float(gtol), inner.n, int(r), K, inner.beta, inner.c,
+            inner.smoothing, inner.lam, A, C, cons.b, cons.inequality, y, float(mu),
+            float(f_scale))
+        return x, int(evaluations)
+
+
+@functools.cache
+def compiled_lbfgs():
+    """:func:`algorithms.lowrank_compiled.lbfgs`, loaded (numba imported on first use) and
+    warmed on a one-point REH problem."""
+    from algorithms.lowrank_compiled import lbfgs
+
+    no_rows = np.zeros((0, 2))
+    lbfgs(np.ones(2), 2, 1e-9, 1, 1, np.ones((1, 1)), 1.0, -1.0, 1e-3, np.zeros(1), no_rows,
+          no_rows, np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0), 1.0, 1.0)
+    return lbfgs
+
+
 def solve_robust_lowrank(
     G: np.ndarray, beta: float, *, method: str = "reh", rho: float = 0.8, tol: float = 1e-4,
     max_iter: int = 80, rank: int | None = None, random_state=0, on_iteration=None,
@@ -1189,7 +1082,7 @@ def solve_robust_lowrank(
     W0[:n, 1:] = np.sqrt(1.0 - c * c) * _unit_rows(g)
     inner = MarginObjective(G, beta, eta_column=True, c=-1.0 if method == "reh" else 0.0,
                             smoothing=SMOOTHING_START * float(np.median(np.diag(G))) / beta)
-    objective = MappedObjective(inner, half_sphere_map(n))
+    objective = HalfSphereMarginObjective(inner)
     offset = float(n) if method == "reh" else 0.0
     result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,
                                max_iter=max_iter, V0=W0, random_state=rng, offset=offset,

@@ -14,7 +14,9 @@ from algorithms.base import SDPSolverError, balance_limit, labels_from_label_mat
 from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
     Constraints,
+    HalfSphereMarginObjective,
     LinearObjective,
+    MarginObjective,
     bilinear,
     solve_box_qp,
     solve_lowrank_sdp,
@@ -198,3 +200,53 @@ def test_multiclass_lowrank_matches_scs_on_the_collapsed_program(seed):
     n = K.shape[0]
     certificate = low.result.certificate()
     assert certificate["lower_bound"] <= 2 * 0.01 * (omega - n) / n + 1e-6
+
+
+def _robust_lagrangian_case(seed: int = 3, n: int = 20, r: int = 4):
+    """A random point of ROD's augmented Lagrangian: W, the constraint e^T eta >= rho n with a
+    positive multiplier, a smoothed inner SVM dual (so the value is differentiable)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    y = np.sign(rng.standard_normal(n))
+    G = (X @ X.T) * np.outer(y, y)
+    inner = MarginObjective(G, 0.5, eta_column=True, c=0.0, smoothing=0.05)
+    N = n + 1
+    minus = np.zeros(N)
+    minus[:n] = -1.0 / n
+    cons = Constraints(bilinear(N, np.array([n]), None, 1.0 - 2.0 * 0.8, inequality=True,
+                                shared_c=minus))
+    return inner, cons, rng.standard_normal((N, r))
+
+
+def test_compiled_robust_lagrangian_value_and_gradient():
+    # The compiled inner problem of REH / ROD against the Python objective it replaces (the
+    # value at y = 0) and against central differences (the gradient, with the constraint's
+    # penalty active).
+    from algorithms.lowrank_compiled import robust_lagrangian
+
+    inner, cons, W = _robust_lagrangian_case()
+    n, r = inner.n, W.shape[1]
+    A, C = cons.dense(n + 1)
+    python_objective = HalfSphereMarginObjective(
+        MarginObjective(inner.K, inner.beta, eta_column=True, smoothing=inner.smoothing))
+
+    def compiled(w, y, mu):
+        grad = np.empty(w.size)
+        value = robust_lagrangian(w, n, r, inner.K, inner.beta, inner.c, inner.smoothing,
+                                  inner.lam, A, C, cons.b, cons.inequality, y, mu, 2.0, grad)
+        return value, grad
+
+    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    value, _ = compiled(W.ravel(), np.zeros(1), 1e-9)
+    assert value == pytest.approx(python_objective(U)[0] / 2.0, rel=1e-9)
+
+    y, mu = np.array([0.7]), 3.0
+    _, grad = compiled(W.ravel(), y, mu)
+    step = 1e-6
+    numeric = np.empty(W.size)
+    for index in range(W.size):
+        e = np.zeros(W.size)
+        e[index] = step
+        numeric[index] = (compiled(W.ravel() + e, y, mu)[0]
+                          - compiled(W.ravel() - e, y, mu)[0]) / (2 * step)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)

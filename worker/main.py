@@ -10,7 +10,7 @@ from rq import Worker
 
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
 from algorithms.dual_qp import compiled_smo
-from algorithms.lowrank_sdp import compiled_active_set
+from algorithms.lowrank_sdp import compiled_active_set, compiled_lbfgs
 from service.jobs import lost_job, record_id
 from service.settings import get_settings
 from worker.plots import warm_up
@@ -37,6 +37,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     warm_up()
     compiled_smo()  # load the compiled SMO and box QP once, not in every work horse
     compiled_active_set()
+    compiled_lbfgs()  # the robust SDPs' inner problem
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,

@@ -1,0 +1,352 @@
+"""The low-rank solver's compiled kernels (numba): the box QP's active set and the robust SDPs'
+inner problem.
+
+:func:`active_set` is the loop of :func:`algorithms.lowrank_sdp.solve_box_qp`, the SVM dual
+every margin objective solves per evaluation.
+
+:func:`algorithms.lowrank_sdp.solve_robust_lowrank` minimises, per augmented-Lagrangian
+iteration, ``L(W) = f(T U U^T T^T) + penalty(U U^T)`` with ``U`` the rows of ``W`` scaled to
+unit length, ``T`` the half-sphere map and ``f`` the smoothed margin objective with its eta
+column (:class:`algorithms.lowrank_sdp.MarginObjective`). At n = 100 one evaluation is a few
+``n^2 r`` products and a warm-started box QP of tens of microseconds, and in Python the dozens
+of numpy and scipy calls around them (the sparse map, the constraint blocks, L-BFGS-B's
+wrapper) cost more than the work: about 100 us per evaluation, 1,750-2,300 evaluations per
+solve. Here the evaluation (:func:`robust_lagrangian`) and the quasi-Newton loop
+(:func:`lbfgs`) run compiled, with :func:`active_set` called in place.
+
+Imported on first use (numba's import costs 0.4 s); compiled functions are cached on disk. They
+live in one file because numba's disk cache is keyed on the file of each function: a caller
+cached in another file would keep running an edited callee's old code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Updates of the active set's Cholesky factor between refactorisations (rounding accumulates).
+REFACTOR_EVERY = 100
+
+# L-BFGS: the memory of scipy's L-BFGS-B (maxcor 10) and the weak Wolfe conditions of its line
+# search (sufficient decrease 1e-3, curvature 0.9), found by bisection with doubling
+# (Lewis & Overton 2013), which does not need the objective to be smooth between its pieces.
+MEMORY = 10
+ARMIJO = 1e-3
+CURVATURE = 0.9
+LINE_SEARCH_STEPS = 30
+
+
+@njit(cache=True, nogil=True)
+def active_set(H, p, x, free, tol, max_iter, ridge):
+    """The loop of :func:`algorithms.lowrank_sdp._active_set` on ``x`` and ``free`` in place;
+    True when converged.
+
+    The free set's Cholesky factor ``L L^T = H_FF + ridge I`` is kept across steps: a freed
+    variable appends a row (one triangular solve), a fixed one leaves by a rank-one update of
+    the rows after it, so a step costs ``O(|F|^2)``, not a factorisation's ``O(|F|^3)``. The sum
+    of ``H``'s columns at the upper bound is kept the same way. When an appended pivot is not
+    positive (``H_FF`` singular), that step refactors, or solves by least squares."""
+    n = p.size
+    order = np.empty(n, np.int64)  # the free variables in the factor's row order
+    member = np.zeros(n, np.bool_)
+    m = 0
+    updates = 0
+    L = np.empty((n, n))
+    valid = True  # L factors H_FF + ridge I for order[:m]
+    in_upper = np.zeros(n, np.bool_)
+    upper_sum = np.zeros(n)  # sum of H's columns over the variables at the upper bound
+    abs_p = np.abs(p).sum()
+    for _ in range(max_iter):
+        for i in range(n):
+            at_upper = (not free[i]) and x[i] >= 1.0
+            if at_upper != in_upper[i]:
+                sign = 1.0 if at_upper else -1.0
+                for r in range(n):  # H is symmetric: its row i, read contiguously
+                    upper_sum[r] += sign * H[i, r]
+                in_upper[i] = at_upper
+        # Variables that left the free set: delete their rows (last first).
+        for k in range(m - 1, -1, -1):
+            if free[order[k]]:
+                continue
+            if valid:  # L[k+1:, k+1:] absorbs column k: a rank-one Cholesky update
+                for j in range(k + 1, m):
+                    diagonal = L[j, j]
+                    v_j = L[j, k]
+                    radius = np.sqrt(diagonal * diagonal + v_j * v_j)
+                    c, s = radius / diagonal, v_j / diagonal
+                    L[j, j] = radius
+                    for i in range(j + 1, m):
+                        L[i, j] = (L[i, j] + s * L[i, k]) / c
+                        L[i, k] = c * L[i, k] - s * L[i, j]
+                for i in range(k + 1, m):  # shift rows up and columns left past k
+                    for j in range(k):
+                        L[i - 1, j] = L[i, j]
+                    for j in range(k + 1, i + 1):
+                        L[i - 1, j - 1] = L[i, j]
+            member[order[k]] = False
+            for a in range(k + 1, m):
+                order[a - 1] = order[a]
+            m -= 1
+            updates += 1
+        # Variables that entered it: append their rows (one at a time; several at once, as at
+        # the warm start, are cheaper to factor afresh).
+        entering = 0
+        for i in range(n):
+            entering += free[i] and not member[i]
+        if entering > 1:
+            valid = False
+        for i in range(n):
+            if not free[i] or member[i]:
+                continue
+            order[m] = i
+            member[i] = True
+            updates += 1
+            if valid:
+                squared = H[i, i] + ridge
+                for a in range(m):  # L[m, :m] solves L[:m, :m] l = H[F, i]
+                    total = H[order[a], i]
+                    for b in range(a):
+                        total -= L[a, b] * L[m, b]
+                    L[m, a] = total / L[a, a]
+                    squared -= L[m, a] * L[m, a]
+                if squared > 0.0:
+                    L[m, m] = np.sqrt(squared)
+                else:
+                    valid = False
+            m += 1
+        if updates >= REFACTOR_EVERY:  # rounding in the updates: refactor now and then
+            valid, updates = False, 0
+        if m:
+            rhs = np.empty(m)
+            for a in range(m):
+                rhs[a] = p[order[a]] - upper_sum[order[a]]
+            if not valid:  # refactor; least squares when H_FF + ridge I is not definite
+                A = np.empty((m, m))
+                for a in range(m):
+                    for b in range(m):
+                        A[a, b] = H[order[a], order[b]]
+                    A[a, a] += ridge
+                try:
+                    L[:m, :m] = np.linalg.cholesky(A)
+                    valid = True
+                except Exception:  # numba's LinAlgError
+                    solution = np.linalg.lstsq(A, rhs)[0]
+            if valid:  # L z = rhs, then L^T solution = z
+                solution = np.empty(m)
+                for a in range(m):
+                    total = rhs[a]
+                    for b in range(a):
+                        total -= L[a, b] * solution[b]
+                    solution[a] = total / L[a, a]
+                for a in range(m - 1, -1, -1):
+                    total = solution[a]
+                    for b in range(a + 1, m):
+                        total -= L[b, a] * solution[b]
+                    solution[a] = total / L[a, a]
+            d = np.empty(m)
+            outward = -1
+            for a in range(m):
+                i = order[a]
+                d[a] = solution[a] - x[i]
+                if outward < 0 and ((x[i] <= 0.0 and d[a] < 0.0) or (x[i] >= 1.0 and d[a] > 0.0)):
+                    outward = a
+            if outward >= 0:  # only the variable just freed sits at a bound
+                i = order[outward]
+                g_i = p[i] - H[i] @ x
+                if H[i, i] > 0:
+                    x[i] = min(max(x[i] + g_i / H[i, i], 0.0), 1.0)
+                else:
+                    x[i] = 1.0 if g_i > 0 else 0.0
+                free[i] = 0.0 < x[i] < 1.0
+                continue
+            blocking, room_min = 0, np.inf
+            for a in range(m):
+                i = order[a]
+                room = np.inf
+                if d[a] > 0:
+                    room = (1.0 - x[i]) / d[a]
+                elif d[a] < 0:
+                    room = -x[i] / d[a]
+                if room < room_min:
+                    room_min, blocking = room, a
+            step = min(room_min, 1.0)
+            for a in range(m):
+                i = order[a]
+                x[i] = min(max(x[i] + step * d[a], 0.0), 1.0)
+            if step < 1.0:  # blocked: fix the variable at the bound it reached
+                x[order[blocking]] = 0.0 if d[blocking] < 0 else 1.0
+                for a in range(m):
+                    free[order[a]] = 0.0 < x[order[a]] < 1.0
+                continue
+        g = p - H @ x  # ascent direction
+        most, most_violation = 0, -np.inf
+        for i in range(n):
+            violation = 0.0 if free[i] else (g[i] if x[i] <= 0.0 else -g[i])
+            if violation > most_violation:
+                most, most_violation = i, violation
+        # The stopping rule of _gap_closed.
+        px, xHx, positive = 0.0, 0.0, 0.0
+        for i in range(n):
+            px += p[i] * x[i]
+            xHx += x[i] * (p[i] - g[i])
+            positive += max(g[i], 0.0)
+        value = px - 0.5 * xHx
+        if most_violation <= 0.0 or xHx + positive - px <= tol * max(abs(value), 1e-12 * abs_p):
+            return True
+        free[most] = True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+                      f_scale, grad):
+    """``L(W) / f_scale`` with its gradient written to ``grad`` (both flat, ``(n + 1) r``).
+
+    ``f``: ``max_{0 <= lambda <= 1} p^T lambda - lambda^T (G o V_n V_n^T) lambda / (2 beta)
+    + c e^T p - smoothing |lambda|^2 / 2`` with ``V = T U`` (``v_i = (u_i + u_n) / 2``,
+    ``v_n = u_n``) and ``p = V_n v_n`` (eta); ``lam`` holds the warm start and is overwritten
+    by the maximiser. Constraints ``a_k^T U U^T c_k (<=|=) b_k`` (rows of ``A``, ``C``) with
+    multipliers ``y`` and penalty ``mu``, in Rockafellar's form for the inequalities, as
+    ``lagrangian`` in :func:`algorithms.lowrank_sdp._solve`."""
+    N = n + 1
+    W = w.reshape((N, r))
+    U = np.empty((N, r))
+    norms = np.empty(N)
+    for i in range(N):
+        total = 0.0
+        for j in range(r):
+            total += W[i, j] * W[i, j]
+        norms[i] = max(np.sqrt(total), 1e-300)
+        for j in range(r):
+            U[i, j] = W[i, j] / norms[i]
+    Vn = np.empty((n, r))
+    p = np.zeros(n)
+    for i in range(n):
+        for j in range(r):
+            Vn[i, j] = 0.5 * (U[i, j] + U[n, j])
+            p[i] += Vn[i, j] * U[n, j]
+    H = (Vn @ Vn.T) * G
+    H /= beta
+    largest = 0.0
+    for i in range(n):
+        H[i, i] += smoothing
+        largest = max(largest, abs(H[i, i]))
+    free = (lam > 0.0) & (lam < 1.0)
+    active_set(H, p, lam, free, 1e-12, 1000 + 20 * n, 1e-10 * max(largest, 1e-300))
+    LV = np.empty((n, r))
+    for i in range(n):
+        for j in range(r):
+            LV[i, j] = lam[i] * Vn[i, j]
+    KLV = G @ LV
+    quad, linear, eta_sum, squares = 0.0, 0.0, 0.0, 0.0
+    for i in range(n):
+        for j in range(r):
+            quad += LV[i, j] * KLV[i, j]
+        linear += p[i] * lam[i]
+        eta_sum += p[i]
+        squares += lam[i] * lam[i]
+    value = linear - quad / (2.0 * beta) + c * eta_sum - 0.5 * smoothing * squares
+    # G V (Danskin), then T^T G V, doubled: the gradient in U of f(T U U^T T^T).
+    GU = np.zeros((N, r))
+    for i in range(n):
+        weight = 0.5 * (lam[i] + c)
+        for j in range(r):
+            row = -lam[i] * KLV[i, j] / (2.0 * beta) + weight * U[n, j]
+            GU[i, j] = row  # (T^T G V)_i = (G V)_i / 2, doubled
+            GU[n, j] += row + 2.0 * weight * Vn[i, j]
+    penalty = 0.0
+    for k in range(b.size):
+        Ua = A[k] @ U
+        Uc = C[k] @ U
+        g = Ua @ Uc - b[k]
+        shifted = y[k] + mu * g
+        if inequality[k]:
+            y_hat = max(shifted, 0.0)
+            penalty += (y_hat * y_hat - y[k] * y[k]) / (2.0 * mu)
+        else:
+            y_hat = shifted
+            penalty += y[k] * g + 0.5 * mu * g * g
+        for i in range(N):
+            for j in range(r):
+                GU[i, j] += y_hat * (A[k, i] * Uc[j] + C[k, i] * Ua[j])
+    # Chain rule through w -> w / ||w||: the part tangent to the sphere, over ||w||.
+    out = grad.reshape((N, r))
+    for i in range(N):
+        radial = 0.0
+        for j in range(r):
+            radial += GU[i, j] * U[i, j]
+        for j in range(r):
+            out[i, j] = (GU[i, j] - radial * U[i, j]) / (norms[i] * f_scale)
+    return (value + penalty) / f_scale
+
+
+@njit(cache=True, nogil=True)
+def lbfgs(x, max_iter, gtol, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+          f_scale):
+    """Minimise :func:`robust_lagrangian` from ``x`` (updated in place) by L-BFGS (Nocedal &
+    Wright, Algorithm 7.5); stops when ``max |grad| <= gtol`` (L-BFGS-B's ``pgtol``) or after
+    ``max_iter`` iterations. Returns the number of evaluations."""
+    size = x.size
+    g = np.empty(size)
+    f = robust_lagrangian(x, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+                          f_scale, g)
+    evaluations = 1
+    S = np.zeros((MEMORY, size))
+    Y = np.zeros((MEMORY, size))
+    rho = np.zeros(MEMORY)
+    alpha = np.zeros(MEMORY)
+    stored, newest = 0, -1
+    x_new = np.empty(size)
+    g_new = np.empty(size)
+    for _ in range(max_iter):
+        if np.abs(g).max() <= gtol:
+            break
+        # Two-loop recursion: d = -H g, H scaled by s.y / y.y of the newest pair.
+        d = -g.copy()
+        for k in range(stored):
+            slot = (newest - k) % MEMORY
+            alpha[slot] = rho[slot] * (S[slot] @ d)
+            d -= alpha[slot] * Y[slot]
+        if stored:
+            d *= 1.0 / (rho[newest] * (Y[newest] @ Y[newest]))
+        for k in range(stored - 1, -1, -1):
+            slot = (newest - k) % MEMORY
+            beta_k = rho[slot] * (Y[slot] @ d)
+            d += (alpha[slot] - beta_k) * S[slot]
+        slope = g @ d
+        if slope >= 0.0:  # not a descent direction (rounding): restart from the gradient
+            d = -g.copy()
+            slope = g @ d
+            stored = 0
+        step = 1.0 if stored else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
+        low, high = 0.0, np.inf
+        f_new = f
+        accepted = False
+        for _ in range(LINE_SEARCH_STEPS):
+            x_new[:] = x + step * d
+            f_new = robust_lagrangian(x_new, n, r, G, beta, c, smoothing, lam, A, C, b,
+                                      inequality, y, mu, f_scale, g_new)
+            evaluations += 1
+            if not f_new <= f + ARMIJO * step * slope:  # (also NaN)
+                high = step
+            elif g_new @ d < CURVATURE * slope:
+                low = step
+            else:
+                accepted = True
+                break
+            step = 2.0 * low if high == np.inf else 0.5 * (low + high)
+        if not accepted and not f_new < f:
+            break  # no decrease along d at any step tried: stationary to rounding
+        s = x_new - x
+        yk = g_new - g
+        sy = s @ yk
+        x[:] = x_new
+        g[:] = g_new
+        f = f_new
+        if sy > 1e-12 * np.sqrt((s @ s) * (yk @ yk)):
+            newest = (newest + 1) % MEMORY
+            S[newest] = s
+            Y[newest] = yk
+            rho[newest] = 1.0 / sy
+            stored = min(stored + 1, MEMORY)
+    return evaluations
