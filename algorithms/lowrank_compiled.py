@@ -37,6 +37,14 @@ LINE_SEARCH_STEPS = 30
 
 
 @njit(cache=True, nogil=True)
+def _move_gradient(g, H, i, delta):
+    """``g = p - H x`` after ``x_i`` moved by ``delta`` (``H`` symmetric: its row ``i``)."""
+    if delta != 0.0:
+        for r in range(g.size):
+            g[r] -= delta * H[i, r]
+
+
+@njit(cache=True, nogil=True)
 def active_set(H, p, x, free, tol, max_iter, ridge):
     """The loop of :func:`algorithms.lowrank_sdp._active_set` on ``x`` and ``free`` in place;
     True when converged.
@@ -56,6 +64,7 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
     in_upper = np.zeros(n, np.bool_)
     upper_sum = np.zeros(n)  # sum of H's columns over the variables at the upper bound
     abs_p = np.abs(p).sum()
+    g = p - H @ x  # ascent direction, kept up to date as x moves (refreshed with the factor)
     for _ in range(max_iter):
         for i in range(n):
             at_upper = (not free[i]) and x[i] >= 1.0
@@ -116,6 +125,7 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
             m += 1
         if updates >= REFACTOR_EVERY:  # rounding in the updates: refactor now and then
             valid, updates = False, 0
+            g = p - H @ x
         if m:
             rhs = np.empty(m)
             for a in range(m):
@@ -152,12 +162,13 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
                     outward = a
             if outward >= 0:  # only the variable just freed sits at a bound
                 i = order[outward]
-                g_i = p[i] - H[i] @ x
+                before = x[i]
                 if H[i, i] > 0:
-                    x[i] = min(max(x[i] + g_i / H[i, i], 0.0), 1.0)
+                    x[i] = min(max(x[i] + g[i] / H[i, i], 0.0), 1.0)
                 else:
-                    x[i] = 1.0 if g_i > 0 else 0.0
+                    x[i] = 1.0 if g[i] > 0 else 0.0
                 free[i] = 0.0 < x[i] < 1.0
+                _move_gradient(g, H, i, x[i] - before)
                 continue
             blocking, room_min = 0, np.inf
             for a in range(m):
@@ -170,15 +181,19 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
                 if room < room_min:
                     room_min, blocking = room, a
             step = min(room_min, 1.0)
+            before = np.empty(m)
             for a in range(m):
                 i = order[a]
+                before[a] = x[i]
                 x[i] = min(max(x[i] + step * d[a], 0.0), 1.0)
             if step < 1.0:  # blocked: fix the variable at the bound it reached
                 x[order[blocking]] = 0.0 if d[blocking] < 0 else 1.0
+            for a in range(m):
+                _move_gradient(g, H, order[a], x[order[a]] - before[a])
+            if step < 1.0:
                 for a in range(m):
                     free[order[a]] = 0.0 < x[order[a]] < 1.0
                 continue
-        g = p - H @ x  # ascent direction
         most, most_violation = 0, -np.inf
         for i in range(n):
             violation = 0.0 if free[i] else (g[i] if x[i] <= 0.0 else -g[i])
@@ -198,16 +213,16 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
 
 
 @njit(cache=True, nogil=True)
-def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+def robust_lagrangian(w, n, r, G_over_beta, c, smoothing, lam, A, C, b, inequality, y, mu,
                       f_scale, grad):
     """``L(W) / f_scale`` with its gradient written to ``grad`` (both flat, ``(n + 1) r``).
 
     ``f``: ``max_{0 <= lambda <= 1} p^T lambda - lambda^T (G o V_n V_n^T) lambda / (2 beta)
-    + c e^T p - smoothing |lambda|^2 / 2`` with ``V = T U`` (``v_i = (u_i + u_n) / 2``,
-    ``v_n = u_n``) and ``p = V_n v_n`` (eta); ``lam`` holds the warm start and is overwritten
-    by the maximiser. Constraints ``a_k^T U U^T c_k (<=|=) b_k`` (rows of ``A``, ``C``) with
-    multipliers ``y`` and penalty ``mu``, in Rockafellar's form for the inequalities, as
-    ``lagrangian`` in :func:`algorithms.lowrank_sdp._solve`."""
+    + c e^T p - smoothing |lambda|^2 / 2`` (``G_over_beta``: ``G / beta``) with ``V = T U``
+    (``v_i = (u_i + u_n) / 2``, ``v_n = u_n``) and ``p = V_n v_n`` (eta); ``lam`` holds the
+    warm start and is overwritten by the maximiser. Constraints ``a_k^T U U^T c_k (<=|=) b_k``
+    (rows of ``A``, ``C``) with multipliers ``y`` and penalty ``mu``, in Rockafellar's form for
+    the inequalities, as ``lagrangian`` in :func:`algorithms.lowrank_sdp._solve`."""
     N = n + 1
     W = w.reshape((N, r))
     U = np.empty((N, r))
@@ -225,10 +240,11 @@ def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, 
         for j in range(r):
             Vn[i, j] = 0.5 * (U[i, j] + U[n, j])
             p[i] += Vn[i, j] * U[n, j]
-    H = (Vn @ Vn.T) * G
-    H /= beta
+    H = Vn @ Vn.T
     largest = 0.0
     for i in range(n):
+        for j in range(n):
+            H[i, j] *= G_over_beta[i, j]
         H[i, i] += smoothing
         largest = max(largest, abs(H[i, i]))
     free = (lam > 0.0) & (lam < 1.0)
@@ -237,7 +253,7 @@ def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, 
     for i in range(n):
         for j in range(r):
             LV[i, j] = lam[i] * Vn[i, j]
-    KLV = G @ LV
+    KLV = G_over_beta @ LV
     quad, linear, eta_sum, squares = 0.0, 0.0, 0.0, 0.0
     for i in range(n):
         for j in range(r):
@@ -245,13 +261,13 @@ def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, 
         linear += p[i] * lam[i]
         eta_sum += p[i]
         squares += lam[i] * lam[i]
-    value = linear - quad / (2.0 * beta) + c * eta_sum - 0.5 * smoothing * squares
+    value = linear - 0.5 * quad + c * eta_sum - 0.5 * smoothing * squares
     # G V (Danskin), then T^T G V, doubled: the gradient in U of f(T U U^T T^T).
     GU = np.zeros((N, r))
     for i in range(n):
         weight = 0.5 * (lam[i] + c)
         for j in range(r):
-            row = -lam[i] * KLV[i, j] / (2.0 * beta) + weight * U[n, j]
+            row = -0.5 * lam[i] * KLV[i, j] + weight * U[n, j]
             GU[i, j] = row  # (T^T G V)_i = (G V)_i / 2, doubled
             GU[n, j] += row + 2.0 * weight * Vn[i, j]
     penalty = 0.0
@@ -281,14 +297,14 @@ def robust_lagrangian(w, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, 
 
 
 @njit(cache=True, nogil=True)
-def lbfgs(x, max_iter, gtol, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+def lbfgs(x, max_iter, gtol, n, r, G_over_beta, c, smoothing, lam, A, C, b, inequality, y, mu,
           f_scale):
     """Minimise :func:`robust_lagrangian` from ``x`` (updated in place) by L-BFGS (Nocedal &
     Wright, Algorithm 7.5); stops when ``max |grad| <= gtol`` (L-BFGS-B's ``pgtol``) or after
     ``max_iter`` iterations. Returns the number of evaluations."""
     size = x.size
     g = np.empty(size)
-    f = robust_lagrangian(x, n, r, G, beta, c, smoothing, lam, A, C, b, inequality, y, mu,
+    f = robust_lagrangian(x, n, r, G_over_beta, c, smoothing, lam, A, C, b, inequality, y, mu,
                           f_scale, g)
     evaluations = 1
     S = np.zeros((MEMORY, size))
@@ -324,7 +340,7 @@ def lbfgs(x, max_iter, gtol, n, r, G, beta, c, smoothing, lam, A, C, b, inequali
         accepted = False
         for _ in range(LINE_SEARCH_STEPS):
             x_new[:] = x + step * d
-            f_new = robust_lagrangian(x_new, n, r, G, beta, c, smoothing, lam, A, C, b,
+            f_new = robust_lagrangian(x_new, n, r, G_over_beta, c, smoothing, lam, A, C, b,
                                       inequality, y, mu, f_scale, g_new)
             evaluations += 1
             if not f_new <= f + ARMIJO * step * slope:  # (also NaN)

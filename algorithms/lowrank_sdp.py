@@ -24,7 +24,10 @@ That lower bound, the primal value ``f(Z)`` and ``lambda_min(S)`` are reported
 (:meth:`LowRankSDPResult.certificate`). A negative ``lambda_min`` means the rank was too small:
 the solver then adds the eigenvector of ``lambda_min`` as a new column (a descent direction)
 and continues. The bound holds for any multipliers, so ``y`` is also refitted to stationarity
-at the final ``V`` and the better bound kept.
+at the final ``V`` and the better bound kept. ``f(Z)`` is an upper bound only at a feasible
+``Z``: an iterate that violates an inequality within the tolerance is certified, and returned,
+after the shortest step along the inequalities' negative gradient that satisfies them
+(:func:`_restore_feasibility`); while that point's gap stays open the penalty grows.
 
 Two extensions serve the programs below:
 
@@ -325,6 +328,48 @@ def _violations(values: np.ndarray, cons: Constraints) -> np.ndarray:
     return np.where(cons.inequality, np.maximum(g, 0.0), np.abs(g)) / (1.0 + np.abs(cons.b))
 
 
+def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> np.ndarray:
+    """``V`` moved along the inequalities' negative gradient, its unit rows renormalised, by the
+    shortest step that satisfies every inequality; ``V`` itself when an (explicit) equality is
+    violated or no step up to ``2^40`` times the first does it.
+
+    Within the tolerance an iterate may still violate a constraint, and then ``f(V V^T)`` is no
+    upper bound on the optimum (ROD, n = 30: 7.8e-4 below it at infeasibility 2.4e-4); at the
+    restored point it is one, and it differs from ``f(V V^T)`` by about the multiplier times
+    the violation. (Not for a nonnegative factor, which the step would leave.)"""
+    if not cons.m:
+        return V
+    values = cons.values(V)[0]
+    excess = values - cons.b
+    if np.any(~cons.inequality & (np.abs(excess) > 0.0)) or not np.any(excess > 0.0):
+        return V
+    violated = np.flatnonzero(excess > 0.0)
+    direction = -2.0 * cons.directions(V, violated).sum(axis=2)  # minus the gradients' sum
+    squared = float((direction * direction).sum())
+    if squared == 0.0:
+        return V
+
+    def moved(step):
+        W = V + step * direction
+        W[rows] /= np.maximum(np.linalg.norm(W[rows], axis=1), 1e-300)[:, None]
+        return W
+
+    def feasible(W):
+        return bool(np.all(cons.values(W)[0] - cons.b <= 0.0))
+
+    low, high = 0.0, float(excess[violated].max()) / squared
+    for _ in range(40):  # double until feasible
+        if feasible(moved(high)):
+            break
+        low, high = high, 2.0 * high
+    else:
+        return V
+    for _ in range(30):  # then halve the bracket: the shortest feasible step, to 2^-30
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if feasible(moved(middle)) else (middle, high)
+    return moved(high)
+
+
 def _min_eigenpair(S: np.ndarray) -> tuple[float, np.ndarray]:
     w, v = linalg.eigh(S, subset_by_index=[0, 0], check_finite=False, driver="evr")
     return float(w[0]), v[:, 0]
@@ -485,12 +530,19 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             thorough = (abs(f - f_previous) <= tol * f_scale
                         and (n_thorough < THOROUGH_FIRST or n_iter % THOROUGH_EVERY == 0))
             n_thorough += thorough
-            cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative, tol,
-                            thorough=thorough)
+            V_feasible = (_restore_feasibility(V, cons, rows) if infeas > 0.0 and not nonnegative
+                          else V)
+            cert = _certify(objective, cons, V_feasible, y, trace_bound, offset, rows,
+                            nonnegative, tol, thorough=thorough)
             f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
             certified = n_iter if thorough or gap <= tol else -1
             if gap <= tol:
+                if V_feasible is not V:
+                    V, infeas = V_feasible, float(_violations(cons.values(V_feasible)[0],
+                                                              cons).max())
                 break
+            if V_feasible is not V:  # the violation, within tol, may be what keeps it open
+                mu = min(4.0 * mu, mu_max)
             # Sharpen when the smoothed program is solved (the rest of the gap is the
             # smoothing's bias), or when the objective has settled and that bias, above half
             # the tolerance, is a quarter of the gap or more: refining the multipliers cannot
@@ -530,6 +582,9 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
         infeas_old = infeas
     status = "optimal"
     if certified != n_iter:  # the last iterate was not (thoroughly) certified or not feasible
+        if 0.0 < infeas <= tol and not nonnegative:
+            V = _restore_feasibility(V, cons, rows)
+            infeas = float(_violations(cons.values(V)[0], cons).max())
         cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative, tol)
         f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
     if infeas > tol or gap > tol:
@@ -1011,6 +1066,7 @@ class HalfSphereMarginObjective(MappedObjective):
 
     def __init__(self, inner: MarginObjective):
         super().__init__(inner, half_sphere_map(inner.n))
+        self._G_over_beta = None
 
     def minimise_lagrangian(self, cons: Constraints, x: np.ndarray, r: int, y: np.ndarray,
                             mu: float, f_scale: float, max_iter: int,
@@ -1019,9 +1075,10 @@ class HalfSphereMarginObjective(MappedObjective):
         minimiser and the number of evaluations."""
         inner = self.inner
         A, C = cons.dense(inner.n + 1)
-        K = np.ascontiguousarray(inner.K, dtype=np.float64)
+        if self._G_over_beta is None:
+            self._G_over_beta = np.ascontiguousarray(inner.K / inner.beta, dtype=np.float64)
         evaluations = compiled_lbfgs()(
-            x, int(max_iter), float(gtol), inner.n, int(r), K, inner.beta, inner.c,
+            x, int(max_iter), float(gtol), inner.n, int(r), self._G_over_beta, inner.c,
             inner.smoothing, inner.lam, A, C, cons.b, cons.inequality, y, float(mu),
             float(f_scale))
         return x, int(evaluations)
@@ -1034,7 +1091,7 @@ def compiled_lbfgs():
     from algorithms.lowrank_compiled import lbfgs
 
     no_rows = np.zeros((0, 2))
-    lbfgs(np.ones(2), 2, 1e-9, 1, 1, np.ones((1, 1)), 1.0, -1.0, 1e-3, np.zeros(1), no_rows,
+    lbfgs(np.ones(2), 2, 1e-9, 1, 1, np.ones((1, 1)), -1.0, 1e-3, np.zeros(1), no_rows,
           no_rows, np.zeros(0), np.zeros(0, dtype=np.bool_), np.zeros(0), 1.0, 1.0)
     return lbfgs
 

@@ -232,7 +232,7 @@ def test_compiled_robust_lagrangian_value_and_gradient():
 
     def compiled(w, y, mu):
         grad = np.empty(w.size)
-        value = robust_lagrangian(w, n, r, inner.K, inner.beta, inner.c, inner.smoothing,
+        value = robust_lagrangian(w, n, r, inner.K / inner.beta, inner.c, inner.smoothing,
                                   inner.lam, A, C, cons.b, cons.inequality, y, mu, 2.0, grad)
         return value, grad
 
@@ -250,3 +250,22 @@ def test_compiled_robust_lagrangian_value_and_gradient():
         numeric[index] = (compiled(W.ravel() + e, y, mu)[0]
                           - compiled(W.ravel() - e, y, mu)[0]) / (2 * step)
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_restore_feasibility_meets_a_violated_inequality_by_a_short_step():
+    # Within the tolerance an iterate may violate ROD's e^T eta >= rho n, and f there is then no
+    # upper bound (ROD, n = 30: 7.8e-4 below the optimum); the restored point satisfies it.
+    from algorithms.lowrank_sdp import _restore_feasibility, _violations
+
+    _, cons, W = _robust_lagrangian_case()
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    assert _violations(cons.values(W)[0], cons).max() > 0.0
+    rows = np.arange(W.shape[0])
+    restored = _restore_feasibility(W, cons, rows)
+    assert np.all(cons.values(restored)[0] <= cons.b)
+    np.testing.assert_allclose(np.linalg.norm(restored, axis=1), 1.0)
+    # Moved no farther than needed: a step a tenth shorter is still infeasible.
+    direction = restored - W
+    shorter = W + 0.9 * direction
+    shorter /= np.linalg.norm(shorter, axis=1, keepdims=True)
+    assert np.any(cons.values(shorter)[0] > cons.b)
