@@ -78,13 +78,13 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 
 Method = Literal["reh", "rod", "ramp"]
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
-# at LOWRANK_TOL. Section 6.5 data, n = 200, same run: REH 1.2-1.9 s (certified 8e-4, 2.5e-4 above
-# SCS's value at eps 1e-7), where SCS at its eps 1e-4 took 10.7 s and ended 2.2e-3 below the
-# optimum (uncertified); ROD n = 100 1.0 s certified, SCS 1.8 s and 4.8e-3 off. 1e-3 is the gap
-# the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the stationarity its
-# lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy formulations stay
-# as the reference: SCS (first-order, splitting, eps 1e-4) and the interior-point Clarabel (8-50
-# s at n = 50, its KKT system has O(n^2) unknowns). Measurements: benchmarks/sdp_solver.py.
+# at LOWRANK_TOL. Section 6.5 data, same run (benchmarks/sdp_solver.py): n = 100 REH 0.04 s and
+# ROD 0.18 s, SCS at eps 1e-4 1.5 and 2.6 s; n = 200 REH 0.37 s and ROD 0.98 s, both certified,
+# where SCS took 11.8 and 13.0 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
+# 1e-3 is the gap the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the
+# stationarity its lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy
+# formulations stay as the reference: SCS (first-order, splitting, eps 1e-4) and the
+# interior-point Clarabel (8-50 s at n = 50, its KKT system has O(n^2) unknowns).
 LOWRANK_TOL = 1e-3
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 
@@ -745,12 +745,13 @@ SDP_MAX_N = 1000
 
 def recommended_max_n(method: str) -> int:
     """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
-    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.5 /
-    1.7 / 28 s, ROD in 1.4 / 4.5 / 25 s (benchmarks/sdp_solver.py; SCS at eps 1e-4 took 10-11 s
-    at n = 200 and grows about like n^2.8), so 1,000 stays well inside the 1,800 s job timeout.
-    At n = 1,000 the certificates stay open (REH gap 3.7e-2, ROD 1.5), reported as warnings.
-    n = 2,000 took 130 / 243 s: times the 2-4x of a loaded machine and up to 3x for data with
-    more support vectors, that could reach the timeout, so the limit stays 1,000.
+    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.37 /
+    2.9 / 22 s, ROD in 1.0 / 5.2 / 40 s (benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took
+    12-13 s at n = 200 and grows about like n^2.8), so 1,000 stays well inside the 1,800 s job
+    timeout. At n = 1,000 REH's certificate closes and ROD's stays open (gap 1.3, a warning).
+    n = 2,000 took 130 / 243 s before the inner problem was compiled: times the 2-4x of a loaded
+    machine and up to 3x for data with more support vectors, that could reach the timeout, so
+    the limit stays 1,000.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
     return 50_000 if method == "ramp" else SDP_MAX_N
