@@ -339,12 +339,13 @@ def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> 
     the violation. (Not for a nonnegative factor, which the step would leave.)"""
     if not cons.m:
         return V
-    values = cons.values(V)[0]
+    values, cache = cons.values(V)
     excess = values - cons.b
     if np.any(~cons.inequality & (np.abs(excess) > 0.0)) or not np.any(excess > 0.0):
         return V
     violated = np.flatnonzero(excess > 0.0)
-    direction = -2.0 * cons.directions(V, violated).sum(axis=2)  # minus the gradients' sum
+    # Minus the sum of the violated constraints' gradients, 2 (sum_k A_k) V.
+    direction = -2.0 * cons.adjoint_times((excess > 0.0).astype(np.float64), cache)
     squared = float((direction * direction).sum())
     if squared == 0.0:
         return V
