@@ -12,7 +12,10 @@ column (:class:`algorithms.lowrank_sdp.MarginObjective`). At n = 100 one evaluat
 of numpy and scipy calls around them (the sparse map, the constraint blocks, L-BFGS-B's
 wrapper) cost more than the work: about 100 us per evaluation, 1,750-2,300 evaluations per
 solve. Here the evaluation (:func:`robust_lagrangian`) and the quasi-Newton loop
-(:func:`lbfgs`) run compiled, with :func:`active_set` called in place.
+(:func:`lbfgs`) run compiled, with :func:`active_set` called in place: at n = 100 an evaluation
+at a converged point takes 26 us (REH) and 43 us (ROD), of which the free block's Cholesky
+factor (46 and 69 free variables) is 7 and 16 us; a solve went from 0.33 to 0.06 s (REH) and
+from 0.67 to 0.17 s (ROD) in the same run.
 
 Imported on first use (numba's import costs 0.4 s); compiled functions are cached on disk. They
 live in one file because numba's disk cache is keyed on the file of each function: a caller
