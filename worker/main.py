@@ -28,6 +28,15 @@ def horse_killed(job, retpid, ret_val, rusage) -> None:
              expected_rq_id=job.id)
 
 
+def warm_compiled_kernels() -> None:
+    """Load the numba kernels (iterSVR's SMO, the box QP's active set, the robust SDPs' inner
+    problem) once, not in every work horse; compiled and cached on disk the first time (the
+    Docker image runs this at build time)."""
+    compiled_smo()
+    compiled_active_set()
+    compiled_lbfgs()
+
+
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
                name: str | None = None) -> bool:
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
@@ -35,9 +44,7 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
     warm_up()
-    compiled_smo()  # load the compiled SMO and box QP once, not in every work horse
-    compiled_active_set()
-    compiled_lbfgs()  # the robust SDPs' inner problem
+    warm_compiled_kernels()
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
