@@ -83,10 +83,19 @@ class BilinearConstraints:
     def _shared(self) -> bool:
         return not sp.issparse(self.C)
 
+    # Transposed once: the solver evaluates the constraints thousands of times.
+    @functools.cached_property
+    def _a_transposed(self) -> sp.csr_matrix:
+        return self.A.T.tocsr()
+
+    @functools.cached_property
+    def _c_transposed(self) -> sp.csr_matrix | None:
+        return None if self._shared else self.C.T.tocsr()
+
     def values(self, V: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """``A(V V^T)`` and the projections it was computed from (reused by the adjoint)."""
-        AtV = np.asarray(self.A.T @ V)
-        CtV = (self.C @ V)[None, :] if self._shared else np.asarray(self.C.T @ V)
+        AtV = np.asarray(self._a_transposed @ V)
+        CtV = (self.C @ V)[None, :] if self._shared else np.asarray(self._c_transposed @ V)
         return (AtV * CtV).sum(axis=1), (AtV, CtV)
 
     def adjoint_times(self, y: np.ndarray, cache) -> np.ndarray:
@@ -365,7 +374,7 @@ def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> 
         low, high = high, 2.0 * high
     else:
         return V
-    for _ in range(30):  # then halve the bracket: the shortest feasible step, to 2^-30
+    for _ in range(12):  # then halve the bracket: the shortest feasible step, to 2^-12
         middle = 0.5 * (low + high)
         low, high = (low, middle) if feasible(moved(middle)) else (middle, high)
     return moved(high)
