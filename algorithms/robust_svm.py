@@ -79,8 +79,8 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 Method = Literal["reh", "rod", "ramp"]
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
 # at LOWRANK_TOL. Section 6.5 data, same run (benchmarks/sdp_solver.py): n = 100 REH 0.07 s and
-# ROD 0.14 s, SCS at eps 1e-4 1.5 and 2.7 s; n = 200 REH 0.31 s and ROD 0.81 s, both certified,
-# where SCS took 12.1 and 13.1 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
+# ROD 0.14 s, SCS at eps 1e-4 1.6 and 2.7 s; n = 200 REH 0.32 s and ROD 0.72 s, both certified,
+# where SCS took 12.2 and 13.4 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
 # 1e-3 is the gap the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the
 # stationarity its lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy
 # formulations stay as the reference: SCS (first-order, splitting, eps 1e-4) and the
@@ -745,8 +745,8 @@ SDP_MAX_N = 1000
 
 def recommended_max_n(method: str) -> int:
     """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
-    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.31 /
-    2.3 / 27 s, ROD in 0.8 / 5.2 / 36 s (benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took
+    linear kernel, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 / 1,000 in 0.32 /
+    2.4 / 26 s, ROD in 0.7 / 5.3 / 36 s (benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took
     12-13 s at n = 200 and grows about like n^2.8), so 1,000 stays well inside the 1,800 s job
     timeout. At n = 1,000 the certificates stay open (REH gap 2.9e-2, ROD 1.4; warnings).
     n = 2,000 took 130 / 243 s before the inner problem was compiled: times the 2-4x of a loaded
