@@ -14,8 +14,8 @@ wrapper) cost more than the work: about 100 us per evaluation, 1,750-2,300 evalu
 solve. Here the evaluation (:func:`robust_lagrangian`) and the quasi-Newton loop
 (:func:`lbfgs`) run compiled, with :func:`active_set` called in place: at n = 100 an evaluation
 at a converged point takes 26 us (REH) and 43 us (ROD), of which the free block's Cholesky
-factor (46 and 69 free variables) is 7 and 16 us; a solve went from 0.33 to 0.06 s (REH) and
-from 0.67 to 0.17 s (ROD) in the same run.
+factor (46 and 69 free variables) is 7 and 16 us; measured back to back, a solve went from
+0.33 to 0.08 s (REH) and from 0.67 to 0.16 s (ROD).
 
 Imported on first use (numba's import costs 0.4 s); compiled functions are cached on disk. They
 live in one file because numba's disk cache is keyed on the file of each function: a caller
@@ -202,7 +202,7 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
             violation = 0.0 if free[i] else (g[i] if x[i] <= 0.0 else -g[i])
             if violation > most_violation:
                 most, most_violation = i, violation
-        # The stopping rule of _gap_closed.
+        # The stopping rule of solve_box_qp: the SVM duality gap within tol of the value.
         px, xHx, positive = 0.0, 0.0, 0.0
         for i in range(n):
             px += p[i] * x[i]

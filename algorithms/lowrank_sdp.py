@@ -280,15 +280,6 @@ def _ridge(H: np.ndarray) -> float:
     return 1e-10 * max(float(np.abs(np.diag(H)).max()), 1e-300)
 
 
-def _gap_closed(x: np.ndarray, g: np.ndarray, p: np.ndarray, tol: float) -> bool:
-    """The stopping rule of :func:`solve_box_qp` at ``x`` with gradient ``g = p - H x``: the SVM
-    duality gap ``x^T H x + sum_i g_i^+ - p^T x`` within ``tol`` of the value."""
-    Hx = p - g
-    value = p @ x - 0.5 * x @ Hx
-    gap = float(x @ Hx + np.maximum(g, 0.0).sum() - p @ x)
-    return gap <= tol * max(abs(value), 1e-12 * float(np.abs(p).sum()))
-
-
 # ---------------------------------------------------------------------------------------------
 # Result and solver
 # ---------------------------------------------------------------------------------------------
@@ -337,6 +328,11 @@ def _violations(values: np.ndarray, cons: Constraints) -> np.ndarray:
     return np.where(cons.inequality, np.maximum(g, 0.0), np.abs(g)) / (1.0 + np.abs(cons.b))
 
 
+def _infeasibility(V: np.ndarray, cons: Constraints) -> float:
+    """The largest relative violation at ``V`` (0 without constraints)."""
+    return float(_violations(cons.values(V)[0], cons).max()) if cons.m else 0.0
+
+
 def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> np.ndarray:
     """``V`` moved along the inequalities' negative gradient, its unit rows renormalised, by the
     shortest step that satisfies every inequality; ``V`` itself when an (explicit) equality is
@@ -352,9 +348,9 @@ def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> 
     excess = values - cons.b
     if np.any(~cons.inequality & (np.abs(excess) > 0.0)) or not np.any(excess > 0.0):
         return V
-    violated = np.flatnonzero(excess > 0.0)
+    violated = excess > 0.0
     # Minus the sum of the violated constraints' gradients, 2 (sum_k A_k) V.
-    direction = -2.0 * cons.adjoint_times((excess > 0.0).astype(np.float64), cache)
+    direction = -2.0 * cons.adjoint_times(violated.astype(np.float64), cache)
     squared = float((direction * direction).sum())
     if squared == 0.0:
         return V
@@ -548,8 +544,7 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             certified = n_iter if thorough or gap <= tol else -1
             if gap <= tol:
                 if V_feasible is not V:
-                    V, infeas = V_feasible, float(_violations(cons.values(V_feasible)[0],
-                                                              cons).max())
+                    V, infeas = V_feasible, _infeasibility(V_feasible, cons)
                 break
             if V_feasible is not V:  # the violation, within tol, may be what keeps it open
                 mu = min(4.0 * mu, mu_max)
@@ -594,7 +589,7 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
     if certified != n_iter:  # the last iterate was not (thoroughly) certified or not feasible
         if 0.0 < infeas <= tol and not nonnegative:
             V = _restore_feasibility(V, cons, rows)
-            infeas = float(_violations(cons.values(V)[0], cons).max())
+            infeas = _infeasibility(V, cons)
         cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative, tol)
         f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
     if infeas > tol or gap > tol:
