@@ -13,11 +13,13 @@ from sklearn.datasets import make_blobs
 from algorithms.base import SDPSolverError, balance_limit, labels_from_label_matrix, psd_factor
 from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
+    FACTORED_MAX_RANK,
     Constraints,
     HalfSphereMarginObjective,
     LinearObjective,
     MarginObjective,
     bilinear,
+    low_rank_factor,
     solve_box_qp,
     solve_lowrank_sdp,
     solve_multiclass_lowrank,
@@ -137,6 +139,42 @@ def test_box_qp_matches_cvxpy():
     assert np.all((x >= 0) & (x <= 1))
 
 
+def test_low_rank_factor_reproduces_a_linear_kernel_and_declines_a_full_rank_one():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((60, 3))
+    y = np.sign(rng.standard_normal(60))
+    G = (X @ X.T) * np.outer(y, y)
+    F = low_rank_factor(G, 32)
+    assert F.shape == (60, 3)
+    np.testing.assert_allclose(F @ F.T, G, atol=1e-10 * np.abs(G).max())
+    assert low_rank_factor(pairwise_kernel(X, kernel="rbf", gamma=1.0), 32) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_factored_smoothed_dual_matches_the_active_set(seed):
+    # The smoothed SVM dual max p^T l - |B^T l|^2 / 2 - s |l|^2 / 2 over the box, by Newton on
+    # its q-dimensional primal and by the dense active set on H = B B^T + s I, from a cold start
+    # and warm-started at a perturbed solution (the line searches' situation).
+    from algorithms.lowrank_compiled import NEWTON_STEPS, smoothed_dual_newton
+
+    rng = np.random.default_rng(seed)
+    n, q, smoothing = 80, 6, 10.0 ** rng.uniform(-4, -1)
+    B = rng.standard_normal((n, q)) * rng.uniform(0.1, 2.0)
+    p = rng.uniform(-0.2, 1.0, n)
+    H = B @ B.T + smoothing * np.eye(n)
+    reference = solve_box_qp(H, p)
+
+    def value(lam):
+        return p @ lam - 0.5 * lam @ H @ lam
+
+    for start in (np.zeros(n), np.clip(reference + 0.05 * rng.standard_normal(n), 0, 1)):
+        lam = start.copy()
+        assert smoothed_dual_newton(B, p, smoothing, lam, 1e-12, NEWTON_STEPS) >= 0
+        assert np.all((lam >= 0) & (lam <= 1))
+        assert value(lam) == pytest.approx(value(reference), rel=1e-9)
+        np.testing.assert_allclose(lam, reference, atol=1e-6)
+
+
 def test_contradicting_labels_raise_infeasible():
     K = _random_two_class(7, 30)
     with pytest.raises(SDPSolverError, match="infeasible"):
@@ -218,10 +256,12 @@ def _robust_lagrangian_case(seed: int = 3, n: int = 20, r: int = 4):
     return inner, cons, rng.standard_normal((N, r))
 
 
-def test_compiled_robust_lagrangian_value_and_gradient():
+@pytest.mark.parametrize("factored", [False, True])
+def test_compiled_robust_lagrangian_value_and_gradient(factored):
     # The compiled inner problem of REH / ROD against the Python objective it replaces (the
     # value at y = 0) and against central differences (the gradient, with the constraint's
-    # penalty active).
+    # penalty active); the inner SVM dual by the dense active set, and by Newton on the
+    # factor of G / beta (rank 2 here: a linear kernel on two features).
     from algorithms.lowrank_compiled import robust_lagrangian
 
     inner, cons, W = _robust_lagrangian_case()
@@ -229,11 +269,15 @@ def test_compiled_robust_lagrangian_value_and_gradient():
     A, C = cons.dense(n + 1)
     python_objective = HalfSphereMarginObjective(
         MarginObjective(inner.K, inner.beta, eta_column=True, smoothing=inner.smoothing))
+    factor = (low_rank_factor(inner.K / inner.beta, FACTORED_MAX_RANK) if factored
+              else np.zeros((n, 0)))
+    assert factor.shape[1] == (2 if factored else 0)
 
     def compiled(w, y, mu):
         grad = np.empty(w.size)
-        value = robust_lagrangian(w, n, r, inner.K / inner.beta, inner.c, inner.smoothing,
-                                  inner.lam, A, C, cons.b, cons.inequality, y, mu, 2.0, grad)
+        value = robust_lagrangian(w, n, r, inner.K / inner.beta, factor, inner.c,
+                                  inner.smoothing, inner.lam, A, C, cons.b, cons.inequality, y,
+                                  mu, 2.0, grad)
         return value, grad
 
     U = W / np.linalg.norm(W, axis=1, keepdims=True)
