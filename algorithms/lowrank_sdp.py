@@ -811,6 +811,7 @@ class MarginObjective:
         self.lam = np.zeros(self.n)
         self.smoothing = float(smoothing)
         self.factor = factor  # F with K / beta = F F^T (:func:`low_rank_factor`), or None
+        self._exact_lam: np.ndarray | None = None  # the unsmoothed maximiser, last certificate
 
     def uses_factor(self, r: int) -> bool:
         """Whether the smoothed inner dual runs on :attr:`factor` at rank ``r``."""
@@ -869,8 +870,12 @@ class MarginObjective:
         anchor = self._value_at(V, lam)[0]
         if self.smoothing == 0.0:
             return anchor, anchor
-        exact = solve_box_qp(self._hessian(V), self._split(V)[1], lam.copy())
-        return self._value_at(V, exact)[0], anchor
+        # Warm-started from the previous certificate's maximiser: its free set is small (at most
+        # about the rank of K o M), the smoothed one's is most of the points, and a singular
+        # free block is solved by least squares (n = 1,000: 0.23 s per call from lam).
+        start = self._exact_lam if self._exact_lam is not None else lam
+        self._exact_lam = solve_box_qp(self._hessian(V), self._split(V)[1], start.copy())
+        return self._value_at(V, self._exact_lam)[0], anchor
 
     def __call__(self, V: np.ndarray) -> tuple[float, np.ndarray]:
         Vn = V[: self.n]
