@@ -392,7 +392,6 @@ def solve_lowrank_sdp(
     max_iter: int = 80,
     inner_max_iter: int = 400,
     refine_max_iter: int | None = None,
-    stall_max_iter: int = 0,
     max_rank_increases: int = 3,
     offset: float = 0.0,
     V0: np.ndarray | None = None,
@@ -406,9 +405,8 @@ def solve_lowrank_sdp(
 
     ``offset`` is added to reported values and sets the scale of the relative gap (a program
     whose value is ``n + f``). ``refine_max_iter``: the inner iterations once the multipliers
-    are being refined (default ``REFINE_MAX_ITER``); ``stall_max_iter``: when the objective
-    stalls with the gap open, the inner budget doubles up to this before the solver stops.
-    ``V0``/``y0`` warm-start (re-solves with nearby data).
+    are being refined (default ``REFINE_MAX_ITER``). ``V0``/``y0`` warm-start (re-solves with
+    nearby data).
     ``unit_rows``: indices ``i`` with ``Z_ii = 1`` kept by the parametrisation
     ``v_i = w_i / ||w_i||`` (a product of spheres, as in the mixing method) instead of by
     multipliers; their multipliers are read off stationarity for the certificate.
@@ -425,7 +423,6 @@ def solve_lowrank_sdp(
                         max_iter=max_iter, inner_max_iter=inner_max_iter,
                         refine_max_iter=(REFINE_MAX_ITER if refine_max_iter is None
                                          else refine_max_iter),
-                        stall_max_iter=stall_max_iter,
                         max_rank_increases=max_rank_increases, offset=offset, V0=V0, y0=y0,
                         random_state=random_state, on_iteration=on_iteration,
                         unit_rows=unit_rows, nonnegative=nonnegative)
@@ -458,7 +455,7 @@ THOROUGH_EVERY = 4
 
 
 def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
-           refine_max_iter, stall_max_iter, max_rank_increases, offset, V0, y0, random_state,
+           refine_max_iter, max_rank_increases, offset, V0, y0, random_state,
            on_iteration, unit_rows, nonnegative) -> LowRankSDPResult:
     rng = check_random_state(random_state)
     r = min(rank, N)
@@ -584,10 +581,6 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             settled.append(f)
             if (len(settled) > STALL_WINDOW
                     and abs(settled[-STALL_WINDOW - 1] - f) <= STALL_TOL * tol * f_scale):
-                if budget < stall_max_iter:  # inexact inner solves keep the gap open
-                    inner_max_iter = refine_max_iter = min(2 * budget, stall_max_iter)
-                    settled.clear()
-                    continue
                 messages.append(
                     f"low-rank SDP solver: the objective moved by less than "
                     f"{STALL_TOL * tol:.0e} (relative) over {STALL_WINDOW} feasible iterations "
@@ -1139,9 +1132,9 @@ START_ETA = 0.8
 # 9.1e-4 / 5.8e-4, n = 1,000 1.2e-2 / 5.2e-4 (4.2 / 2.7 s); ROD n = 400 1.5e-3 / 9.5e-4 (1.0 /
 # 0.8 s), n = 1,000 1.3 / 2.6e-3 (3.9 / 9.8 s). Moons with flipped labels (RBF) and breast
 # cancer (linear, 30 features) at n = 100-400 never refine: the same evaluations either way.
-# A stall doubles the budget up to four times this: ROD n = 1,000 then certifies (gap 8.5e-4,
-# 17.8 s) where it stopped at 2.6e-3 (9.8 s); a budget of twice this from the start instead
-# slowed breast cancer's ROD at n = 400 from 4.0 to 7.3 s.
+# (Measured before the certificate's warm start, MarginObjective.certificate_values, which took
+# ROD n = 1,000 to 5.0 s and certified. Twice this budget from the start slowed breast cancer's
+# ROD at n = 400 from 4.0 to 7.3 s.)
 ROBUST_INNER_MAX_ITER = 400
 
 
@@ -1243,8 +1236,7 @@ def solve_robust_lowrank(
     offset = float(n) if method == "reh" else 0.0
     result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,
                                max_iter=max_iter, inner_max_iter=ROBUST_INNER_MAX_ITER,
-                               refine_max_iter=ROBUST_INNER_MAX_ITER,
-                               stall_max_iter=4 * ROBUST_INNER_MAX_ITER, V0=W0, random_state=rng,
+                               refine_max_iter=ROBUST_INNER_MAX_ITER, V0=W0, random_state=rng,
                                offset=offset, on_iteration=on_iteration, unit_rows=np.arange(N))
     raise_if_infeasible(result, f"the {method.upper()} SDP, n={n}")
     V = objective.to_z(result.V)

@@ -79,8 +79,8 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 Method = Literal["reh", "rod", "ramp"]
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
 # at LOWRANK_TOL. Section 6.5 data, same run (benchmarks/sdp_solver.py): n = 100 REH 0.03 s and
-# ROD 0.07 s, SCS at eps 1e-4 1.5 and 2.7 s; n = 200 REH 0.12 s and ROD 0.32 s, both certified,
-# where SCS took 12.0 and 13.1 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
+# ROD 0.07 s, SCS at eps 1e-4 1.5 and 2.7 s; n = 200 REH 0.11 s and ROD 0.28 s, both certified,
+# where SCS took 11.9 and 13.1 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
 # (The linear kernel on two features makes G / beta rank 2: the inner dual runs on its factor.)
 # 1e-3 is the gap the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the
 # stationarity its lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy
@@ -747,13 +747,13 @@ SDP_MAX_N = 1000
 def recommended_max_n(method: str) -> int:
     """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
     linear kernel on two features, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 /
-    1,000 / 2,000 in 0.12 / 0.43 / 2.7 / 12 s, ROD in 0.32 / 0.75 / 17 / 170 s, all certified but
-    ROD at 2,000 (gap 1.4; benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took 12-13 s at
-    n = 200 and grows about like n^2.8). Those run on the factor of the rank-2 kernel; a kernel
-    of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 4.3 s and ROD
-    24 s. Times the 2-4x of a loaded machine and up to 3x for data with more support vectors, the
-    dense path at n = 2,000 (about 8x n = 1,000) could reach the 1,800 s job timeout, so the
-    limit stays 1,000.
+    1,000 / 2,000 in 0.11 / 0.41 / 2.2 / 8.8 s, ROD in 0.28 / 0.84 / 4.9 / 23 s, all certified
+    but ROD at 2,000 (gap 1.4; benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took 12-13 s
+    at n = 200 and grows about like n^2.8). Those run on the factor of the rank-2 kernel; a
+    kernel of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 4.2 s and
+    ROD 24 s. Times the 2-4x of a loaded machine and up to 3x for data with more support
+    vectors, the dense path at n = 2,000 (about 8x n = 1,000) could reach the 1,800 s job
+    timeout, so the limit stays 1,000.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
     return 50_000 if method == "ramp" else SDP_MAX_N
