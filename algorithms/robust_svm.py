@@ -750,8 +750,8 @@ def recommended_max_n(method: str) -> int:
     1,000 / 2,000 in 0.11 / 0.41 / 2.2 / 8.8 s, ROD in 0.28 / 0.84 / 4.9 / 23 s, all certified
     but ROD at 2,000 (gap 1.4; benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took 12-13 s
     at n = 200 and grows about like n^2.8). Those run on the factor of the rank-2 kernel; a
-    kernel of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 4.2 s and
-    ROD 24 s. Times the 2-4x of a loaded machine and up to 3x for data with more support
+    kernel of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 2.7 s and
+    ROD 17 s (``--robust-moons``; 24 s in another run). Times the 2-4x of a loaded machine and up to 3x for data with more support
     vectors, the dense path at n = 2,000 (about 8x n = 1,000) could reach the 1,800 s job
     timeout, so the limit stays 1,000.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
