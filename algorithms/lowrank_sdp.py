@@ -392,6 +392,7 @@ def solve_lowrank_sdp(
     max_iter: int = 80,
     inner_max_iter: int = 400,
     refine_max_iter: int | None = None,
+    columns_on_stall: bool = False,
     max_rank_increases: int = 3,
     offset: float = 0.0,
     V0: np.ndarray | None = None,
@@ -405,7 +406,9 @@ def solve_lowrank_sdp(
 
     ``offset`` is added to reported values and sets the scale of the relative gap (a program
     whose value is ``n + f``). ``refine_max_iter``: the inner iterations once the multipliers
-    are being refined (default ``REFINE_MAX_ITER``). ``V0``/``y0`` warm-start (re-solves with
+    are being refined (default ``REFINE_MAX_ITER``). ``columns_on_stall``: when the objective
+    stalls with the gap mostly ``lambda_min``'s term, add its eigenvector as a column (up to
+    ``max_rank_increases``) instead of stopping. ``V0``/``y0`` warm-start (re-solves with
     nearby data).
     ``unit_rows``: indices ``i`` with ``Z_ii = 1`` kept by the parametrisation
     ``v_i = w_i / ||w_i||`` (a product of spheres, as in the mixing method) instead of by
@@ -423,6 +426,7 @@ def solve_lowrank_sdp(
                         max_iter=max_iter, inner_max_iter=inner_max_iter,
                         refine_max_iter=(REFINE_MAX_ITER if refine_max_iter is None
                                          else refine_max_iter),
+                        columns_on_stall=columns_on_stall,
                         max_rank_increases=max_rank_increases, offset=offset, V0=V0, y0=y0,
                         random_state=random_state, on_iteration=on_iteration,
                         unit_rows=unit_rows, nonnegative=nonnegative)
@@ -455,7 +459,7 @@ THOROUGH_EVERY = 4
 
 
 def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
-           refine_max_iter, max_rank_increases, offset, V0, y0, random_state,
+           refine_max_iter, columns_on_stall, max_rank_increases, offset, V0, y0, random_state,
            on_iteration, unit_rows, nonnegative) -> LowRankSDPResult:
     rng = check_random_state(random_state)
     r = min(rank, N)
@@ -581,6 +585,15 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             settled.append(f)
             if (len(settled) > STALL_WINDOW
                     and abs(settled[-STALL_WINDOW - 1] - f) <= STALL_TOL * tol * f_scale):
+                if (columns_on_stall and cert.eigen_share >= 0.5 * gap
+                        and increases < max_rank_increases and r < N and not nonnegative):
+                    # Settled with the gap mostly lambda_min's term: a saddle of the rank-r
+                    # factorisation; its eigenvector is the way out (as above).
+                    increases += 1
+                    V = np.hstack([V, 1e-2 * cert.direction[:, None]])
+                    certified = -1
+                    settled.clear()
+                    continue
                 messages.append(
                     f"low-rank SDP solver: the objective moved by less than "
                     f"{STALL_TOL * tol:.0e} (relative) over {STALL_WINDOW} feasible iterations "
@@ -667,12 +680,12 @@ def _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative=False
     G = objective.gradient_matrix(V)
     GZ = float(np.einsum("ij,ij->", V, G @ V))
 
-    def bound(y, psi):  # (lower bound, relative lambda_min, its eigenvector)
+    def bound(y, psi):  # (lower bound, relative lambda_min, its eigenvector, its bound term)
         S, y_rows = _dual_slack(G, cons, y, psi, V, rows)
         lam, vec = _min_eigenpair(S)
         lower = (anchor - GZ - float(y @ cons.b) - float(y_rows.sum())
                  + trace_bound * min(0.0, lam))
-        return lower, lam / max(1.0, float(np.abs(S).max())), vec
+        return lower, lam / max(1.0, float(np.abs(S).max())), vec, -trace_bound * min(0.0, lam)
 
     best = bound(y, 0.0)
     if thorough and (nonnegative or cons.m):
@@ -683,10 +696,11 @@ def _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative=False
             if nonnegative:
                 psi = _nonnegativity_multipliers(_dual_slack(G, cons, y, 0.0, V, rows)[0], V)
             best = max(best, bound(y, psi), key=lambda candidate: candidate[0])
-    lower, rel_eig, vec = best
+    lower, rel_eig, vec, eigen_term = best
     scale = max(abs(f + offset), 1e-12)
     gap = max(f - lower, 0.0) / scale
-    return _Certificate(f, lower + offset, gap, rel_eig, vec, (f - anchor) / scale)
+    return _Certificate(f, lower + offset, gap, rel_eig, vec, (f - anchor) / scale,
+                        eigen_term / scale)
 
 
 def _dual_slack(G, cons, y, psi, V, rows) -> tuple[np.ndarray, np.ndarray]:
@@ -740,6 +754,7 @@ class _Certificate:
     min_eig: float  # relative lambda_min of the dual slack
     direction: np.ndarray  # its eigenvector
     smoothing_share: float  # the part of the gap due to smoothing, f(Z) - h(lambda_s, Z), relative
+    eigen_share: float  # the part due to lambda_min of the dual slack, -T min(0, lambda), relative
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1236,8 +1251,9 @@ def solve_robust_lowrank(
     offset = float(n) if method == "reh" else 0.0
     result = solve_lowrank_sdp(objective, constraints, N, trace_bound=float(N), rank=r, tol=tol,
                                max_iter=max_iter, inner_max_iter=ROBUST_INNER_MAX_ITER,
-                               refine_max_iter=ROBUST_INNER_MAX_ITER, V0=W0, random_state=rng,
-                               offset=offset, on_iteration=on_iteration, unit_rows=np.arange(N))
+                               refine_max_iter=ROBUST_INNER_MAX_ITER, columns_on_stall=True,
+                               V0=W0, random_state=rng, offset=offset,
+                               on_iteration=on_iteration, unit_rows=np.arange(N))
     raise_if_infeasible(result, f"the {method.upper()} SDP, n={n}")
     V = objective.to_z(result.V)
     lam = inner.maximiser(V).copy()
