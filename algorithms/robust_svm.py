@@ -751,8 +751,9 @@ def recommended_max_n(method: str) -> int:
     but ROD at 2,000 (gap 1.4; benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took 12-13 s
     at n = 200 and grows about like n^2.8). Those run on the factor of the rank-2 kernel; a
     kernel of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 2.7 s and
-    ROD 17 s (``--robust-moons``; 24 s in another run). Times the 2-4x of a loaded machine and
-    up to 3x for data with more support vectors, the dense path at n = 2,000 (about 8x
+    ROD 17 s (``--robust-moons``; 24 s in another run); two Gaussians in 30 dimensions (linear,
+    10 % flipped labels) REH 49 s, ROD 94 s with its gap open at 5.4e-2. Times the 2-4x of a
+    loaded machine and up to 3x for data with more support vectors, n = 2,000 (about 8x
     n = 1,000) could reach the 1,800 s job timeout, so the limit stays 1,000.
     ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
     benchmarks/robust_svm.py --timing-only)."""
