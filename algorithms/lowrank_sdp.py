@@ -23,11 +23,13 @@ convexity gives ``f(Z') >= f(Z) + <G, Z' - Z> >= f(Z) - <G, Z> - y^T b + T min(0
 That lower bound, the primal value ``f(Z)`` and ``lambda_min(S)`` are reported
 (:meth:`LowRankSDPResult.certificate`). A negative ``lambda_min`` means the rank was too small:
 the solver then adds the eigenvector of ``lambda_min`` as a new column (a descent direction)
-and continues. The bound holds for any multipliers, so ``y`` is also refitted to stationarity
-at the final ``V`` and the better bound kept. ``f(Z)`` is an upper bound only at a feasible
-``Z``: an iterate that violates an inequality within the tolerance is certified, and returned,
-after the shortest step along the inequalities' negative gradient that satisfies them
-(:func:`_restore_feasibility`); while that point's gap stays open the penalty grows.
+and continues (when ``lambda_min < -tol`` relative, and with ``columns_on_stall`` also when the
+objective has settled with the gap mostly ``lambda_min``'s term). The bound holds for any
+multipliers, so ``y`` is also refitted to stationarity at the final ``V`` and the better bound
+kept. ``f(Z)`` is an upper bound only at a feasible ``Z``: an iterate that violates an
+inequality within the tolerance is certified, and returned, after the shortest step along the
+inequalities' negative gradient that satisfies them (:func:`_restore_feasibility`); while that
+point's gap stays open the penalty grows.
 
 Two extensions serve the programs below:
 
@@ -36,6 +38,8 @@ Two extensions serve the programs below:
   and L-BFGS stalls. ``f_s = max_lambda h - s ||lambda||^2 / 2`` (Nesterov) is smooth; the
   certificate linearises ``h`` at the smoothed maximiser, whose value differs from ``f`` by the
   smoothing's bias, and ``s`` is lowered as the gap requires (:meth:`MarginObjective.sharpen`).
+  When the kernel has low rank the smoothed inner dual is solved on its factor
+  (:func:`low_rank_factor`, :func:`algorithms.lowrank_compiled.smoothed_dual_newton`).
 * A nonnegative factor (unsupervised multi-class (4.8)): ``V >= 0`` makes ``Z >= 0`` entrywise,
   and the certificate adds multipliers ``Psi >= 0`` of ``Z >= 0`` fitted to stationarity.
 """
