@@ -380,6 +380,15 @@ def _restore_feasibility(V: np.ndarray, cons: Constraints, rows: np.ndarray) -> 
     return moved(high)
 
 
+def _with_eigen_column(V: np.ndarray, u: np.ndarray, nonnegative: bool) -> np.ndarray:
+    """``V`` with the dual slack's eigenvector ``u`` as a small new column. A nonnegative factor
+    cannot take ``u``'s mixed signs in one column; its positive and negative parts as two columns
+    let the rows they separate move apart."""
+    columns = (np.column_stack([np.maximum(u, 0.0), np.maximum(-u, 0.0)]) if nonnegative
+               else u[:, None])
+    return np.hstack([V, 1e-2 * columns])
+
+
 def _min_eigenpair(S: np.ndarray) -> tuple[float, np.ndarray]:
     w, v = linalg.eigh(S, subset_by_index=[0, 0], check_finite=False, driver="evr")
     return float(w[0]), v[:, 0]
@@ -573,28 +582,23 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
                     and objective.sharpen(bias_share / tol)):
                 settled.clear()
                 continue
-            if (min_eig < -tol and increases < max_rank_increases and r < N
-                    and (thorough or not nonnegative)):
+            can_widen = increases < max_rank_increases and r < N
+            if min_eig < -tol and can_widen and (thorough or not nonnegative):
                 # Rank too small: the eigenvector of the negative eigenvalue is a descent
                 # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
                 increases += 1
-                u = cert.direction
-                # A nonnegative factor cannot take u's mixed signs in one column; its positive
-                # and negative parts as two columns let the rows they separate move apart.
-                columns = (np.column_stack([np.maximum(u, 0.0), np.maximum(-u, 0.0)])
-                           if nonnegative else u[:, None])
-                V = np.hstack([V, 1e-2 * columns])
+                V = _with_eigen_column(V, cert.direction, nonnegative)
                 certified = -1
                 continue
             settled.append(f)
             if (len(settled) > STALL_WINDOW
                     and abs(settled[-STALL_WINDOW - 1] - f) <= STALL_TOL * tol * f_scale):
-                if (columns_on_stall and cert.eigen_share >= 0.5 * gap
-                        and increases < max_rank_increases and r < N and not nonnegative):
+                if (columns_on_stall and cert.eigen_share >= 0.5 * gap and can_widen
+                        and not nonnegative):
                     # Settled with the gap mostly lambda_min's term: a saddle of the rank-r
                     # factorisation; its eigenvector is the way out (as above).
                     increases += 1
-                    V = np.hstack([V, 1e-2 * cert.direction[:, None]])
+                    V = _with_eigen_column(V, cert.direction, nonnegative)
                     certified = -1
                     settled.clear()
                     continue
