@@ -124,8 +124,8 @@ from algorithms.base import (
 from algorithms.bisection import (
     LeafSplit,
     keep_guide_clusters_whole,
+    max_margin_guide,
     recursive_bisection,
-    spectral_guide,
     tree_labels,
     tree_objective,
 )
@@ -564,8 +564,9 @@ class GMMCParams(AlgorithmParams):
     """Parameters of :class:`GMMC` (defaults from section 3 and 4 of the seed)."""
 
     n_clusters: NClusters = Field(
-        2, description="2: the seed's problem (10); more: recursive bisection guided by a "
-        "spectral partition (two-class splits only with kernel_learning=false).")
+        2, description="2: the seed's problem (10); more: recursive bisection guided by "
+        "CPM3C's multi-class max-margin partition (two-class splits only with "
+        "kernel_learning=false).")
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
     gamma: PositiveFloat | Literal["auto", "seed"] = Field(
         "auto",
@@ -896,12 +897,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         The splits of (10) are even (breast cancer, 37:63, came out 1:1 at ``C_e`` = 1e4, 1 and
         0.1 alike), so a cluster holding three equal groups would be cut through one of them.
-        The spectral k-partition of the data guides the splits: each of its clusters goes whole
+        A k-partition of the data (:func:`algorithms.bisection.max_margin_guide`, CPM3C's
+        multi-class max-margin clustering) guides the splits: each of its clusters goes whole
         to the side of (10)'s split that holds most of its points, and the leaves that still hold
         several of its clusters are split first; the k clusters are therefore the guide's
         (:mod:`algorithms.bisection`). Above ``SPECTRAL_START_MAX_N`` points there is no guide.
         """
-        guide = spectral_guide(X, self.n_clusters, check_random_state(self.random_state))
+        guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state))
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> LeafSplit:

@@ -25,7 +25,8 @@ omega, wine fell from 0.86 to 0.69 ARI and 600 digits of ten classes from 0.72 t
 
 ``n_clusters > 2`` uses recursive bisection (section 4.4, "in the same manner as Shi & Malik";
 :mod:`algorithms.bisection`): the leaf whose best split has the lowest objective (2) per point is
-split next, with the spectral k-partition as a guide when ``init="spectral"``.
+split next, with a guide when ``init="spectral"``: CPM3C's multi-class max-margin partition
+(:func:`algorithms.bisection.max_margin_guide`).
 
 Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
 random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
@@ -64,8 +65,8 @@ from algorithms.base import (
 from algorithms.bisection import (
     Node,
     guided_split,
+    max_margin_guide,
     recursive_bisection,
-    spectral_guide,
     tree_labels,
     tree_objective,
 )
@@ -521,11 +522,11 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             return self.class_balance
         return min(1.0, self.class_balance + 1.0 / self.n_clusters)
 
-    def _spectral_guide(self, X: np.ndarray, rng) -> np.ndarray | None:
-        """The spectral k-partition that guides the bisection (``init="spectral"``, k > 2)."""
+    def _guide(self, X: np.ndarray, rng) -> np.ndarray | None:
+        """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
         if self.init != "spectral" or self.n_clusters == 2:
             return None
-        return spectral_guide(X, self.n_clusters, rng)
+        return max_margin_guide(X, self.n_clusters, rng)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
@@ -551,7 +552,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             step += 1
             report(progress, step, loss, f"SVR iteration {n_iter}: {changed} labels changed")
 
-        guide = self._spectral_guide(X, rng)
+        guide = self._guide(X, rng)
 
         def split_leaf(index: np.ndarray) -> BinarySplit:
             return cluster_binary(

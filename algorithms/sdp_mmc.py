@@ -10,7 +10,7 @@ L. Xu, PhD thesis (2007), chapters 3 and 4
   is ``H K H``. Labels come from ``sqrt(alpha_1) v_1`` of ``M`` (Theorem 1) or, optionally, from
   randomized hyperplane rounding that keeps the labeling of smallest ``omega(yy^T)`` (footnote 3).
 * More than two clusters, default (``multiclass="bisection"``): recursive bisection with (3.5)
-  on one cluster's points per split, guided by a spectral k-partition
+  on one cluster's points per split, guided by CPM3C's multi-class max-margin k-partition
   (:mod:`algorithms.bisection`, as iterSVR's section 4.4).
 * Multi-class, SDP (4.8) (``multiclass="joint"``): ``M_ij = delta(y_i, y_j)``,
   ``D_ir = delta(y_i, r)``, relaxed to
@@ -89,8 +89,8 @@ from algorithms.bisection import (
     LeafSplit,
     guided_split,
     keep_guide_clusters_whole,
+    max_margin_guide,
     recursive_bisection,
-    spectral_guide,
     tree_labels,
     tree_objective,
 )
@@ -451,7 +451,8 @@ class SDPMMCParams(AlgorithmParams):
     multiclass: Literal["bisection", "joint"] = Field(
         "bisection",
         description="n_clusters > 2: 'bisection' splits one cluster at a time with the "
-        "two-class SDP (3.5), guided by a spectral k-partition (low-rank solver); 'joint' solves "
+        "two-class SDP (3.5), guided by CPM3C's multi-class max-margin k-partition (low-rank "
+        "solver); 'joint' solves "
         "the multi-class SDP (4.8) (low-rank solver; SCS with partial labels, where it is "
         "required).",
     )
@@ -766,12 +767,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         The balance of (3.5) (``|e^T y| <= class_balance n``) would cut one of three equal
         clusters in half at the first split. Each split therefore allows the imbalance of its
-        spectral start (:func:`algorithms.bisection.guided_split`, the spectral k-partition of
-        the data keeping its clusters whole), as iterSVR does, and the SDP's labels are moved
-        so that no cluster of that partition is cut.
+        spectral start (:func:`algorithms.bisection.guided_split`, keeping the clusters of the
+        guide, :func:`algorithms.bisection.max_margin_guide`, whole), as iterSVR does, and the
+        SDP's labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
-        guide = spectral_guide(X, self.n_clusters, rng)
+        guide = max_margin_guide(X, self.n_clusters, rng)
         splits: list[_TwoClassFit] = []
 
         events = 1  # after step 1, "solving"
