@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -223,6 +224,11 @@ class _Data:
     def dense(self) -> bool:
         return not sp.issparse(self.X)
 
+    @cached_property
+    def augmented(self) -> np.ndarray:
+        """Dense data only: the rows ``(x'_i, 1)``, formed once per fit (``n x (s + 1)``)."""
+        return np.hstack([(self.X - self.mean) / self.radius, np.ones((self.n, 1))])
+
     def combine(self, M: np.ndarray | sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """``(M X', M 1)`` for a row-combination matrix ``M``: O(nnz(M) s)."""
         MX = M @ self.X
@@ -320,7 +326,7 @@ _DENSE_COMBINATION_LIMIT = 4_000_000
 
 def linearized_constraints(
     data: _Data, F: np.ndarray, constraints: list[_Constraint], n_rows: int,
-    clamp: np.ndarray | None = None,
+    clamp: np.ndarray | None = None, sums: _ConstraintSums | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Constraint vectors of the QP (20) at the current iterate, all at once.
 
@@ -329,10 +335,16 @@ def linearized_constraints(
     ``d_c = (1/n) #{i: c_i != 0, y_i != r_i}`` (binary form: ``G_c = (1/n) sum sign(f_i)(x'_i, 1)``,
     ``d_c = (1/n) #{c_i != 0}``). Returns ``(G, d)`` with ``G`` of shape
     ``(|Omega|, n_rows * (n_features + 1))``, the bias coordinates last in each row block.
-    ``clamp``: the labels ``y`` held fixed instead of read off ``F``.
+    ``clamp``: the labels ``y`` held fixed instead of read off ``F``. ``sums``: the per-constraint
+    arrays of the dense k > 2 form (:class:`_ConstraintSums`), kept by the caller between calls.
     """
     n = data.n
     n_constraints = len(constraints)
+    if n_rows > 1 and data.dense:
+        X1 = data.augmented
+        if sums is None:
+            sums = _ConstraintSums.empty(n, n_rows, X1.shape[1])
+        return _linearized_by_class(X1, F, constraints, n_rows, clamp, sums)
     d = np.empty(n_constraints)
     rows, cols, vals = [], [], []
     if n_rows == 1:
@@ -406,6 +418,63 @@ class CuttingPlaneResult:
     held: CuttingPlaneResult | None = None
 
 
+@dataclass
+class _ConstraintSums:
+    """What :func:`_linearized_by_class` needs of each constraint that the labels do not change:
+    its membership row (``c_i != 0``) and its rival sums ``sum_{c_i != 0} e_{r_i} (x) (x'_i, 1)``
+    (``k x (s + 1)``), kept for the constraints seen so far and extended as the working set
+    grows."""
+
+    membership: np.ndarray  # (m, n)
+    rival_sums: np.ndarray  # (m, k, s + 1)
+
+    @classmethod
+    def empty(cls, n: int, n_rows: int, width: int) -> _ConstraintSums:
+        return cls(np.zeros((0, n)), np.zeros((0, n_rows, width)))
+
+    def extend(self, X1: np.ndarray, constraints: list[_Constraint]) -> None:
+        new = constraints[self.membership.shape[0]:]
+        if not new:
+            return
+        n, (n_rows, width) = X1.shape[0], self.rival_sums.shape[1:]
+        membership = np.zeros((len(new), n))
+        rival_sums = np.zeros((len(new), n_rows, width))
+        for j, c in enumerate(new):
+            membership[j, c.index] = 1.0
+            one_hot = np.zeros((n_rows, c.index.size))
+            one_hot[c.rival, np.arange(c.index.size)] = 1.0
+            rival_sums[j] = one_hot @ X1[c.index]
+        self.membership = np.vstack([self.membership, membership])
+        self.rival_sums = np.concatenate([self.rival_sums, rival_sums])
+
+
+def _linearized_by_class(
+    X1: np.ndarray, F: np.ndarray, constraints: list[_Constraint], n_rows: int,
+    clamp: np.ndarray | None, sums: _ConstraintSums,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`linearized_constraints` for k > 2 on dense rows ``X1 = (x'_i, 1)``.
+
+    ``G_c[p] = (1/n) (sum_{c_i != 0, y_i = p} (x'_i, 1) - sum_{c_i != 0, r_i = p} (x'_i, 1))``:
+    a point with ``y_i = r_i`` adds and removes the same row, so the filter of ``d_c`` is not
+    needed in ``G_c``. The rival sums are fixed per constraint (``sums``); the label sums are
+    one product per class of the constraints' membership columns with that class's points,
+    ``|Omega| n (s + 1)`` multiply-adds in all instead of the ``k`` times as many of one
+    combination matrix with a row per (constraint, class). 600 digits, k = 10 (up to 189
+    constraints, 1,107 QPs): 10-11 s -> 5.6 s per fit.
+    """
+    n = X1.shape[0]
+    labels = np.argmax(F, axis=1) if clamp is None else clamp
+    sums.extend(X1, constraints)
+    d = np.array([np.count_nonzero(labels[c.index] != c.rival) for c in constraints]) / n
+    G = np.empty((len(constraints), n_rows, X1.shape[1]))
+    for p in range(n_rows):
+        members = labels == p
+        G[:, p, :] = sums.membership[:, members] @ X1[members]
+    G -= sums.rival_sums
+    G /= n
+    return G.reshape(len(constraints), -1), d
+
+
 def solve_cpm3c(
     data: _Data,
     w0: np.ndarray,
@@ -444,6 +513,7 @@ def solve_cpm3c(
         # empty constraint makes W = 0 stationary, so start from the constraint on every point.
         first = _constraint_on_every_point(F)
     constraints = [first]
+    sums = _ConstraintSums.empty(data.n, n_rows, width)  # used by dense data with k > 2
     v = None
     history: list[float] = []
     n_cccp = 0
@@ -456,7 +526,7 @@ def solve_cpm3c(
     def qp_step(F: np.ndarray, clamp) -> tuple[np.ndarray, np.ndarray]:
         """One QP (20) linearized at the labels of ``F`` (or ``clamp``): ``(W, F)`` after it."""
         nonlocal v, n_cccp
-        G, d = linearized_constraints(data, F, constraints, n_rows, clamp)
+        G, d = linearized_constraints(data, F, constraints, n_rows, clamp, sums)
         GB = G @ B.T
         n_alpha = G.shape[0]
         Q = np.empty((n_alpha + BB.shape[0],) * 2)

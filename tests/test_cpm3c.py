@@ -26,7 +26,15 @@ from sklearn.base import clone
 from sklearn.datasets import make_blobs
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
-from algorithms.cpm3c import CPM3C, CPM3CParams, solve_cutting_plane_dual
+from algorithms.cpm3c import (
+    CPM3C,
+    CPM3CParams,
+    _ConstraintSums,
+    _Data,
+    linearized_constraints,
+    most_violated_constraint,
+    solve_cutting_plane_dual,
+)
 from algorithms.cpm3c import SEED_SETTING as SEED_PARAMS
 from algorithms.registry import get_spec
 from tests.baselines import digit_subset
@@ -167,6 +175,29 @@ def test_sparse_and_dense_input_give_the_same_labels(digits, n_clusters, classes
     np.testing.assert_array_equal(dense.labels_, sparse.labels_)
     np.testing.assert_allclose(dense.coef_, sparse.coef_, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(sparse.predict(sp.csr_matrix(X)), dense.predict(X))
+
+
+def test_class_sums_linearization_matches_the_combination_matrix():
+    # Dense data with k > 2 sums each constraint's points per class (rival sums kept across
+    # calls); CSR data builds the (constraint, class) x point combination matrix. Same (G, d).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 5)) + 3.0
+    dense, sparse = _Data.of(X), _Data.of(sp.csr_matrix(X))
+    constraints = [most_violated_constraint(rng.normal(size=(60, 4)))[0] for _ in range(3)]
+    F = rng.normal(size=(60, 4))
+    clamp = rng.integers(0, 4, size=60)
+    for labels_clamp in (None, clamp):
+        G, d = linearized_constraints(dense, F, constraints, 4, labels_clamp)
+        G_ref, d_ref = linearized_constraints(sparse, F, constraints, 4, labels_clamp)
+        np.testing.assert_allclose(G, G_ref, rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(d, d_ref)
+        assert np.abs(G).max() > 0.01
+    # The kept sums grow with the working set, as in a solve.
+    sums = _ConstraintSums.empty(60, 4, 6)
+    linearized_constraints(dense, F, constraints[:2], 4, None, sums)
+    G, _ = linearized_constraints(dense, -F, constraints, 4, None, sums)
+    np.testing.assert_allclose(G, linearized_constraints(sparse, -F, constraints, 4)[0],
+                               rtol=1e-12, atol=1e-14)
 
 
 def test_sparse_input_is_never_densified(monkeypatch):
