@@ -797,7 +797,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.n_clusters == 2:
             solution, beta = self._fit_two_class(X, kernels, on_alm, progress)
         else:
-            solution, beta = self._fit_bisection(X, kernels[0], on_alm)
+            solution, beta = self._fit_bisection(X, kernels[0], on_alm, progress)
         self.warnings_.extend(solution.messages)
         for message in self.warnings_:
             warnings.warn(message, ConvergenceWarning, stacklevel=3)
@@ -890,8 +890,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.duality_gap_ = float(solution.gap)
         return solution, beta
 
-    def _fit_bisection(self, X: np.ndarray, K: np.ndarray, on_alm
-                       ) -> tuple[GMMCSolution, np.ndarray]:
+    def _fit_bisection(self, X: np.ndarray, K: np.ndarray, on_alm,
+                       progress: ProgressCallback | None) -> tuple[GMMCSolution, np.ndarray]:
         """``n_clusters > 2``: recursive bisection (:mod:`algorithms.bisection`) with (10) on the
         Laplacian of each cluster's points.
 
@@ -903,7 +903,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         several of its clusters are split first; the k clusters are therefore the guide's
         (:mod:`algorithms.bisection`). Above ``SPECTRAL_START_MAX_N`` points there is no guide.
         """
-        guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state))
+        guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state),
+                                 progress)
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> LeafSplit:

@@ -522,11 +522,12 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             return self.class_balance
         return min(1.0, self.class_balance + 1.0 / self.n_clusters)
 
-    def _guide(self, X: np.ndarray, rng) -> np.ndarray | None:
+    def _guide(self, X: np.ndarray, rng, progress: ProgressCallback | None
+               ) -> np.ndarray | None:
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
         if self.init != "spectral" or self.n_clusters == 2:
             return None
-        return max_margin_guide(X, self.n_clusters, rng)
+        return max_margin_guide(X, self.n_clusters, rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
@@ -552,7 +553,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             step += 1
             report(progress, step, loss, f"SVR iteration {n_iter}: {changed} labels changed")
 
-        guide = self._guide(X, rng)
+        guide = self._guide(X, rng, progress)
 
         def split_leaf(index: np.ndarray) -> BinarySplit:
             return cluster_binary(

@@ -772,7 +772,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         SDP's labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
-        guide = max_margin_guide(X, self.n_clusters, rng)
+        guide = max_margin_guide(X, self.n_clusters, rng, progress, step=1)
         splits: list[_TwoClassFit] = []
 
         events = 1  # after step 1, "solving"
