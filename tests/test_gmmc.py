@@ -253,7 +253,7 @@ def test_params_are_validated_and_registered_on_the_slow_queue():
 
 def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
     # Two moons and a blob (k = 3): (10) alone makes even splits, so the 1:2 root split comes
-    # from keeping the spectral guide's clusters whole. k-means cuts the moons (16 % error).
+    # from keeping the guide's clusters whole. k-means cuts the moons (16 % error).
     from sklearn.datasets import make_moons
 
     moons, moon = make_moons(200, noise=0.05, random_state=0)
