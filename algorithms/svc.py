@@ -39,7 +39,7 @@ with ``bounded_svs="outlier"``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -373,6 +373,9 @@ class _Fit:
     sphere: Sphere
     labels: np.ndarray  # -1 at bounded SVs
     nearest: np.ndarray
+    # False when the schedule found no sphere with n_clusters clusters of at least the small size
+    # and this fit is its fallback (fewer clusters, or the largest groups of the fullest sphere).
+    substantial: bool = True
 
     def cluster_sizes(self) -> np.ndarray:
         return np.bincount(self.labels[self.labels >= 0])
@@ -395,16 +398,16 @@ def principal_directions(X: np.ndarray, n_components: int) -> np.ndarray:
     return directions * signs[:, None]
 
 
-def merge_small_clusters(fit: _Fit, X: np.ndarray, min_size: int) -> _Fit:
-    """``fit`` with every cluster of fewer than ``min_size`` points joined to the cluster of its
-    points' nearest point in a larger cluster (as bounded SVs join the nearest cluster)."""
+def keep_largest_clusters(fit: _Fit, X: np.ndarray, n_keep: int) -> _Fit:
+    """``fit`` with its ``n_keep`` largest clusters kept and every other cluster joined to the
+    cluster of its points' nearest point in a kept one (as bounded SVs join the nearest
+    cluster). Cluster ids are ordered by decreasing size (:func:`label_points`)."""
     labels = fit.labels.copy()
     labeled = np.flatnonzero(labels >= 0)
-    big = np.flatnonzero(fit.cluster_sizes() >= min_size)
-    in_big = labeled[np.isin(labels[labeled], big)]
-    small = labeled[~np.isin(labels[labeled], big)]
-    if small.size and in_big.size:
-        labels[small] = labels[in_big[_nearest(X[in_big], X[small], 1)[:, 0]]]
+    kept = labeled[labels[labeled] < n_keep]
+    others = labeled[labels[labeled] >= n_keep]
+    if others.size and kept.size:
+        labels[others] = labels[kept[_nearest(X[kept], X[others], 1)[:, 0]]]
     labels[labeled] = relabel_by_size(labels[labeled])
     nearest = labels.copy()
     out = np.flatnonzero(labels < 0)
@@ -429,9 +432,13 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     When no clean split is reached (small groups keep breaking off at the largest ``p``, a jump
     that bisection cannot resolve, or ``max_iter``), the first sphere that had exactly
     ``n_clusters`` clusters of at least the small size is kept, its small groups joined to the
-    nearest of them (:func:`merge_small_clusters`): on standardized iris petals and on digits 3
+    nearest of them (:func:`keep_largest_clusters`): on standardized iris petals and on digits 3
     and 8 the contours never split without fragments at any ``p``, and the last clean split was
-    one cluster (ARI 0; now 0.64 and 0.92). Standardized breast cancer never shows two clusters
+    one cluster (ARI 0; now 0.64 and 0.92). When no sphere had ``n_clusters`` clusters of that
+    size, the sphere whose ``n_clusters``-th largest group was largest is kept the same way and
+    the fit is marked not ``substantial``: a caller who asks for ``n_clusters`` gets them whenever
+    any contours had that many groups (three blobs of varied spread at another seed came back as
+    one cluster, ARI 0.00; now three, 0.58). Standardized breast cancer never shows two clusters
     of that size in its 30 dimensions; the estimator then retries on principal components
     (``n_components="auto"``).
     """
@@ -443,10 +450,13 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     q_low = None  # last q with fewer clusters than wanted and no small ones
     best: _Fit | None = None
     first_with_fragments: _Fit | None = None  # first fit with n_clusters big clusters + small
+    # The fit with the most groups (up to n_clusters) and, among those, the largest smallest one.
+    fullest: _Fit | None = None
+    fullest_key = (1, 0)  # (groups kept, size of the smallest kept)
     step = 0
 
     def solve(q_value: float, p_value: float) -> tuple[_Fit, int, int]:
-        nonlocal step, first_with_fragments
+        nonlocal step, first_with_fragments, fullest, fullest_key
         step += 1
         fit = fit_svc(X, q_value, p_value, labeling, n_neighbors, n_points, tol, cache_size)
         sizes = fit.cluster_sizes()
@@ -459,18 +469,32 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
             on_step(step, q_value, p_value, sizes.size, n_small)
         if n_big == n_clusters and n_small > 0 and first_with_fragments is None:
             first_with_fragments = fit
+        kept = min(sizes.size, n_clusters)
+        if (kept, int(np.sort(sizes)[-kept])) > fullest_key:
+            fullest, fullest_key = fit, (kept, int(np.sort(sizes)[-kept]))
         return fit, n_big, n_small
 
     def with_fragments_merged(fallback: _Fit, what: str) -> _Fit:
-        if first_with_fragments is None:
-            warnings.append(f"returning {what}")
-            return fallback
-        warnings.append(
-            f"kept the first sphere with {n_clusters} clusters of at least {min_size} points "
-            f"(q={first_with_fragments.gamma:.4g}, p={first_with_fragments.p:.3g}); its "
-            "smaller groups joined the nearest of them"
-        )
-        return merge_small_clusters(first_with_fragments, X, min_size)
+        if first_with_fragments is not None:
+            warnings.append(
+                f"kept the first sphere with {n_clusters} clusters of at least {min_size} points "
+                f"(q={first_with_fragments.gamma:.4g}, p={first_with_fragments.p:.3g}); its "
+                "smaller groups joined the nearest of them"
+            )
+            return keep_largest_clusters(first_with_fragments, X, n_clusters)
+        if fullest is not None:
+            kept, smallest = fullest_key
+            warnings.append(
+                f"no sphere had {n_clusters} clusters of at least {min_size} points; kept the "
+                f"one with the most groups up to {n_clusters} and the largest smallest group "
+                f"(q={fullest.gamma:.4g}, p={fullest.p:.3g}: {kept} groups, the smallest "
+                f"{smallest} point{'' if smallest == 1 else 's'}), the other groups joined the "
+                "nearest of them"
+            )
+            return replace(keep_largest_clusters(fullest, X, kept),
+                           substantial=fullest_key >= (n_clusters, min_size))
+        warnings.append(f"returning {what}")
+        return replace(fallback, substantial=1 + int(fallback.nearest.max()) >= n_clusters)
 
     fit = None
     while step < max_iter:
@@ -578,7 +602,8 @@ class SupportVectorClusteringParams(AlgorithmParams):
             "Fit the sphere on this many leading principal components of the centred data "
             "(seed section 5: SVC on a low-dimensional PCA representation when the data is "
             "sparse). 'auto': the input space first, and with gamma='auto' the leading "
-            "n_clusters components when the input space gives fewer than n_clusters clusters; "
+            "n_clusters components when no sphere in the input space has n_clusters clusters of "
+            "at least 5 % of the points; "
             "null: always the input space."
         ),
     )
@@ -633,7 +658,8 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         contours never give ``n_clusters`` clusters of 5 % of the points (standardized breast
         cancer in 30 dimensions stays one cluster), the schedule runs again on the leading
         ``n_clusters`` components (``k`` clusters in ``k`` dimensions, as spectral clustering
-        embeds them) and the fit with more clusters is kept. ``None``: always the input space.
+        embeds them) and the fit with more clusters is kept (with as many, the one whose
+        clusters all hold 5 % of the points). ``None``: always the input space.
     tol : float, default=1e-4
         libsvm stopping tolerance for the dual (11).
     max_iter : int, default=200
@@ -765,8 +791,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.warnings_: list[str] = []
         if self.gamma == "auto":
             fit, self.schedule_, self.warnings_ = self._schedule(X, k, p, args, progress)
-            if (self.n_components == "auto" and 1 + int(fit.nearest.max()) < k
-                    and k < X.shape[1]):
+            if self.n_components == "auto" and not fit.substantial and k < X.shape[1]:
                 fit, X = self._retry_on_components(X, k, p, args, progress, fit)
         else:
             q = resolve_gamma(X, self.gamma)
@@ -787,7 +812,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _retry_on_components(self, X, k, p, args, progress, fit):
         """The schedule again on the leading ``k`` principal components (``n_components="auto"``);
-        the fit with more clusters is kept. Returns it and the points it was fitted on."""
+        the fit with more clusters is kept, and between two with as many the one whose clusters all
+        hold the small size (:attr:`_Fit.substantial`). Returns it and the points it was fitted
+        on."""
         components = principal_directions(X, k)
         Z = X @ components.T
         reduced, schedule, warnings = self._schedule(Z, k, p, args, progress,
@@ -795,14 +822,14 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         for record in schedule:
             record["n_components"] = k
         self.schedule_ += schedule
-        if reduced.nearest.max() <= fit.nearest.max():
-            self.warnings_.append(f"the leading {k} principal components gave no more clusters; "
+        if (reduced.nearest.max(), reduced.substantial) <= (fit.nearest.max(), fit.substantial):
+            self.warnings_.append(f"the leading {k} principal components gave no better split; "
                                   "kept the fit in the input space")
             return fit, X
         self.components_ = components
         self.warnings_ = [*self.warnings_, *warnings, (
-            f"fitted on the leading {k} principal components (the input space gave "
-            f"{1 + int(fit.nearest.max())} clusters of at least 5 % of the points)")]
+            f"fitted on the leading {k} principal components (no sphere in the input space had "
+            f"{k} clusters of at least 5 % of the points)")]
         return reduced, Z
 
     def _store(self, X: np.ndarray, fit: _Fit) -> None:

@@ -234,15 +234,17 @@ def test_n_components_fits_on_the_principal_components_as_the_seed_does(iris):
     np.testing.assert_array_equal(model.predict(X)[model.support_], model.labels_[model.support_])
 
 
-def test_gamma_auto_retries_on_principal_components_where_the_input_space_gives_one_cluster():
+def test_gamma_auto_retries_on_principal_components_where_the_input_space_has_no_two_clusters():
     # 300 standardized breast-cancer points in 30 dimensions: no q or p gives two contours of at
-    # least 5 % of the points (the schedule returned one cluster, ARI 0). On the leading two
-    # principal components it finds two (ARI 0.58; k-means 0.64, one cluster 0).
+    # least 5 % of the points. The input space's fallback is the sphere whose second group was
+    # largest (3 points; ARI 0.13 once the rest joins the nearest). On the leading two principal
+    # components two contours of 5 % appear (ARI 0.58; k-means 0.64, one cluster 0).
     X, y = load_breast_cancer(return_X_y=True)
     pick = np.sort(np.random.default_rng(0).choice(y.size, 300, replace=False))
     X, y = StandardScaler().fit_transform(X[pick]), y[pick]
     seed_space = SupportVectorClustering(2, n_components=None).fit(X)
-    assert seed_space.n_clusters_ == 1
+    assert seed_space.warnings_[-1].startswith("no sphere had 2 clusters of at least 15 points")
+    assert adjusted_rand_score(y, seed_space.labels_) < 0.3
     model = SupportVectorClustering(2).fit(X)
     assert model.n_clusters_ == 2 and model.components_.shape == (2, 30)
     assert "principal components" in model.warnings_[-1]
