@@ -450,7 +450,8 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     q_low = None  # last q with fewer clusters than wanted and no small ones
     best: _Fit | None = None
     first_with_fragments: _Fit | None = None  # first fit with n_clusters big clusters + small
-    # The fit with the most groups (up to n_clusters) and, among those, the largest smallest one.
+    # The fit with the most groups (at least two, up to n_clusters) and, among those, the largest
+    # smallest one; one group is no split, and the last clean split answers that case.
     fullest: _Fit | None = None
     fullest_key = (1, 0)  # (groups kept, size of the smallest kept)
     step = 0
@@ -469,9 +470,10 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
             on_step(step, q_value, p_value, sizes.size, n_small)
         if n_big == n_clusters and n_small > 0 and first_with_fragments is None:
             first_with_fragments = fit
+        # Cluster ids run by decreasing size (label_points): sizes[kept - 1] is the smallest kept.
         kept = min(sizes.size, n_clusters)
-        if (kept, int(np.sort(sizes)[-kept])) > fullest_key:
-            fullest, fullest_key = fit, (kept, int(np.sort(sizes)[-kept]))
+        if kept >= 2 and (kept, int(sizes[kept - 1])) > fullest_key:
+            fullest, fullest_key = fit, (kept, int(sizes[kept - 1]))
         return fit, n_big, n_small
 
     def with_fragments_merged(fallback: _Fit, what: str) -> _Fit:
