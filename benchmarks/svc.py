@@ -102,13 +102,13 @@ def scaling(sizes: list[int]) -> None:
             if labeling == "complete" and n > 3000:
                 print(f"| {n} | - | complete | skipped (O(N^2), service limit 3,000) | - | - | - |")
                 continue
-            (labels, nearest), l_wall, l_cpu = _timed(
+            labels, l_wall, l_cpu = _timed(
                 lambda X=X, sphere=sphere, labeling=labeling: label_points(
                     sphere, X, labeling, 10, 20))
             inliers = labels >= 0
             error = clustering_error(y[inliers], labels[inliers])
             print(f"| {n} | {s_wall:.2f} ({s_cpu:.2f}) | {labeling} | {l_wall:.2f} ({l_cpu:.2f}) "
-                  f"| {s_wall + l_wall:.2f} | {nearest.max() + 1} | {100 * error:.2f} % |")
+                  f"| {s_wall + l_wall:.2f} | {max(labels.max() + 1, 1)} | {100 * error:.2f} % |")
 
 
 def main() -> None:
