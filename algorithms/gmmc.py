@@ -399,6 +399,44 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
                         rank_too_small=rank_too_small)
 
 
+# Up to this many guide clusters in a cluster to split, the split that keeps them whole is found
+# exactly among the 2^(m-1) - 1 labelings of whole clusters (16: 32,767 m-vectors, a few ms).
+EXACT_SPLIT_MAX_GROUPS = 16
+
+
+def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSolution:
+    """The labels ``z`` in ``{-1, +1}^n``, constant on each group, that minimise
+    ``z^T (S + C_e e e^T) z``: the problem whose relaxation (10) is (its dual is
+    ``min <S + C_e ee^T, X>`` over ``X >= 0`` with ``X_ii >= 1``, and ``X = z z^T`` for labels).
+
+    With ``m`` groups the quadratic form is ``zeta^T A zeta`` for ``A = G^T (S + C_e ee^T) G``
+    (``G`` the group indicator), minimised by enumeration of ``zeta`` with ``zeta_0 = +1``. This is
+    the problem exactly where (10) would relax it over every point: with guide clusters kept whole
+    (:func:`algorithms.bisection.keep_guide_clusters_whole`) only these labelings can come out.
+    On the six 1:5 blobs of the held-out sets the root relaxation over 1,040 points took 8.3 s.
+
+    Returned as a solution of (10) at ``X = z z^T``: ``gamma_i = z_i ((S + C_e ee^T) z)_i``, the
+    multipliers of the stationarity condition ``(S + C_e ee^T - diag(gamma)) z = 0``, which sum
+    to the value.
+    """
+    ids, group_of = np.unique(groups, return_inverse=True)
+    m = ids.size
+    indicator = np.zeros((m, S.shape[0]))
+    indicator[group_of, np.arange(S.shape[0])] = 1.0
+    sizes = indicator.sum(axis=1)
+    A = indicator @ S @ indicator.T + C_e * np.outer(sizes, sizes)
+    codes = np.arange(1, 2 ** (m - 1))  # 0 would put every group on one side
+    free_signs = 1.0 - 2.0 * ((codes[:, None] >> np.arange(m - 1)) & 1)
+    zetas = np.hstack([np.ones((codes.size, 1)), free_signs])
+    values = np.einsum("ij,jk,ik->i", zetas, A, zetas)
+    best = int(np.argmin(values))
+    z = zetas[best][group_of]
+    gamma = z * (S @ z + C_e * z.sum())
+    value = float(values[best])
+    return GMMCSolution(V=z[:, None], gamma=gamma, primal=value, dual=value, gap=0.0,
+                        infeasibility=0.0, min_eig=None, n_iter=0, status="optimal")
+
+
 # ---------------------------------------------------------------------------------------------
 # The same scaled SDP for a generic conic solver
 # ---------------------------------------------------------------------------------------------
@@ -898,10 +936,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         The splits of (10) are even (breast cancer, 37:63, came out 1:1 at ``C_e`` = 1e4, 1 and
         0.1 alike), so a cluster holding three equal groups would be cut through one of them.
         A k-partition of the data (:func:`algorithms.bisection.max_margin_guide`, CPM3C's
-        multi-class max-margin clustering) guides the splits: each of its clusters goes whole
-        to the side of (10)'s split that holds most of its points, and the leaves that still hold
-        several of its clusters are split first; the k clusters are therefore the guide's
-        (:mod:`algorithms.bisection`). Above ``SPECTRAL_START_MAX_N`` points there is no guide.
+        multi-class max-margin clustering) guides the splits: its clusters stay whole, and the
+        leaves that still hold several of them are split first; the k clusters are therefore the
+        guide's (:mod:`algorithms.bisection`). A leaf of at most ``EXACT_SPLIT_MAX_GROUPS``
+        guide clusters is split by the labeling of whole clusters that minimises the objective
+        (10) relaxes (:func:`split_whole_groups`, exact); a larger one by (10) over its points,
+        each guide cluster then going to the side holding most of its points. Above
+        ``SPECTRAL_START_MAX_N`` points there is no guide, and every split is (10)'s.
         """
         guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state),
                                  progress)
@@ -910,7 +951,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         def split_leaf(index: np.ndarray) -> LeafSplit:
             S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)],
                                                    self.degree_regularization))
-            solution = self._solve(S, on_alm)
+            groups = None if guide is None else guide[index]
+            if groups is not None and 2 <= np.unique(groups).size <= EXACT_SPLIT_MAX_GROUPS:
+                solution = split_whole_groups(S, groups, self.C_e)
+            else:
+                solution = self._solve(S, on_alm)
             solutions.append(solution)
             labels, scores, _ = split_from_factor(solution.V)
             y = keep_guide_clusters_whole(labels == 1, None if guide is None else guide[index])

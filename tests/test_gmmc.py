@@ -17,6 +17,7 @@ from algorithms.gmmc import (
     laplacian_precision,
     solve_gmmc_cvxpy,
     solve_gmmc_lowrank,
+    split_whole_groups,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
 from algorithms.registry import get_spec
@@ -262,10 +263,37 @@ def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
     model = GMMC(n_clusters=3, random_state=0).fit(X)
     assert kmeans_error(X, y, 3) >= 0.1
     assert clustering_error(y, model.labels_) == 0.0
+    # Both splits move whole guide clusters: found exactly, no relaxation of (10) is solved.
+    assert model.n_iter_ == 0 and model.duality_gap_ == 0.0
     assert model.decision_function(X[:5]).shape == (5, 3)
     assert np.mean(model.predict(X) == model.labels_) >= 0.99
     meta, arrays = model.to_model()
     np.testing.assert_array_equal(GMMC.from_model(meta, arrays).predict(X), model.predict(X))
+
+
+def test_split_of_whole_groups_is_the_best_labeling_of_whole_groups():
+    import itertools
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2)) + np.repeat(rng.normal(0, 3, size=(5, 2)), 8, axis=0)
+    S = eliminate_bias(laplacian_precision(np.exp(-0.5 * squared_distances(X)), 1.0))
+    groups = np.repeat([3, 1, 4, 0, 2], 8)
+    solution = split_whole_groups(S, groups, C_e=10.0)
+    z = solution.V[:, 0]
+    A = S + 10.0 * np.ones_like(S)
+
+    def value(signs):  # signs for the groups 0..4
+        labels = np.asarray(signs, dtype=float)[groups]
+        return labels @ A @ labels
+
+    best = min(value(signs) for signs in itertools.product([-1, 1], repeat=5)
+               if len(set(signs)) == 2)
+    assert solution.dual == pytest.approx(best) and z @ A @ z == pytest.approx(best)
+    assert all(np.unique(z[groups == g]).size == 1 for g in range(5))
+    assert set(z.tolist()) == {-1.0, 1.0}
+    # gamma makes z stationary for (10)'s KKT matrix and sums to the value.
+    np.testing.assert_allclose((A - np.diag(solution.gamma)) @ z, 0.0, atol=1e-8)
+    assert solution.gamma.sum() == pytest.approx(best)
 
 
 def test_keeping_guide_clusters_whole_moves_each_to_its_majority_side():
