@@ -271,8 +271,13 @@ def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
     np.testing.assert_array_equal(GMMC.from_model(meta, arrays).predict(X), model.predict(X))
 
 
-def test_split_of_whole_groups_is_the_best_labeling_of_whole_groups():
+@pytest.mark.parametrize("block", [1 << 16, 3])  # the 15 labelings in one block, or five
+def test_split_of_whole_groups_is_the_best_labeling_of_whole_groups(block, monkeypatch):
     import itertools
+
+    import algorithms.gmmc
+
+    monkeypatch.setattr(algorithms.gmmc, "_LABELINGS_PER_BLOCK", block)
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2)) + np.repeat(rng.normal(0, 3, size=(5, 2)), 8, axis=0)
