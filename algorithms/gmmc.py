@@ -721,7 +721,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     ----------
     labels_ : ndarray of shape (n_samples,)
     scores_ : ndarray of shape (n_samples,)
-        The relaxed labels ``z`` (KKT eigenvector scaled by its eigenvalue).
+        The relaxed labels ``z`` (KKT eigenvector scaled by its eigenvalue); with
+        ``n_clusters > 2``, of the root split (``+-1`` for a split of whole guide clusters).
     gamma_ : float
         RBF width of the single-kernel fit (the largest-weight width with kernel learning).
     gammas_ : ndarray of shape (m,)
@@ -729,9 +730,15 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     kernel_weights_ : ndarray of shape (m,)
         ``beta`` of (12), on the simplex (``[1.0]`` without kernel learning).
     objective_ : float
-        ``sum_i gamma_i``, the optimal value of (10)/(12).
+        ``sum_i gamma_i``, the optimal value of (10)/(12). With ``n_clusters > 2``, the sum over
+        the splits made; a split of whole guide clusters adds the value of ``z^T (S + C_e ee^T)
+        z`` at its labels, not a relaxed bound, and its term ``C_e (e^T z)^2`` dominates when the
+        sides differ in size (three blobs of 67, 67 and 66 points: 3.6e7, where the relaxed
+        splits summed to 186).
     dual_variables_ : ndarray of shape (n_samples,)
-        ``gamma`` of (10).
+        ``gamma`` of (10); with ``n_clusters > 2``, of the root split (for a split of whole
+        guide clusters, the multipliers at which its labels are stationary,
+        :func:`split_whole_groups`).
     duality_gap_ : float
     kernel_gap_ : float
         Bound on the suboptimality of ``beta`` (0 without kernel learning).
