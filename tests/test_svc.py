@@ -17,10 +17,12 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.kernels import squared_distances
 from algorithms.registry import get_spec, model_from_export
 from algorithms.svc import (
     SupportVectorClustering,
     SupportVectorClusteringParams,
+    first_sample_may_be_inside,
     join_by_chain,
     join_nearest,
     segments_inside,
@@ -207,6 +209,22 @@ def test_chain_join_over_neighbours_equals_prim_over_all_pairs(seed):
     cores = rng.choice(X.shape[0], size=30, replace=False)
     labels[cores] = rng.integers(0, 3, size=30)
     np.testing.assert_array_equal(join_by_chain(X, labels), prim_from_labeled(X, labels))
+
+
+def test_first_sample_screen_drops_only_segments_whose_first_sample_is_outside():
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(300, n_features=8, centers=3, cluster_std=2.0, random_state=0)
+    X = X - X.mean(axis=0)
+    sphere = solve_enclosing_sphere(X, 0.02, 0.3)
+    ends = sphere.points[~sphere.bounded]
+    screen = first_sample_may_be_inside(sphere, ends, squared_distances(ends), 20)
+    a, b = np.triu_indices(ends.shape[0], k=1)
+    t = 10 / 21  # the middle sample of 20, tested first
+    inside = sphere.kernel_sum(ends[a] + t * (ends[b] - ends[a])) >= sphere.threshold
+    dropped = ~screen[a, b]
+    assert not np.any(inside & dropped)
+    assert dropped.sum() >= 0.9 * (~inside).sum() > 0
 
 
 def test_batched_segment_test_matches_a_point_by_point_check(iris):
