@@ -971,7 +971,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 solution = self._solve(S, on_alm)
             solutions.append(solution)
             labels, scores, _ = split_from_factor(solution.V)
-            y = keep_guide_clusters_whole(labels == 1, None if guide is None else guide[index])
+            y = keep_guide_clusters_whole(labels == 1, groups)
             return LeafSplit(y, float(solution.dual), (solution, scores))
 
         nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)

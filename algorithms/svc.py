@@ -240,11 +240,18 @@ def _components(n: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return connected_components(graph, directed=False)[1]
 
 
+def _neighbours(reference: np.ndarray, queries: np.ndarray, k: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Distances and indices (into ``reference``) of the ``k`` nearest reference points of each
+    query, nearest first, each of shape ``(n_queries, min(k, n_reference))``."""
+    k = min(k, reference.shape[0])
+    distances, index = cKDTree(reference).query(queries, k=k)
+    return distances.reshape(queries.shape[0], k), index.reshape(queries.shape[0], k)
+
+
 def _nearest(reference: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     """Indices (into ``reference``) of the ``k`` nearest reference points of each query."""
-    k = min(k, reference.shape[0])
-    index = cKDTree(reference).query(queries, k=k)[1]
-    return index.reshape(queries.shape[0], k)
+    return _neighbours(reference, queries, k)[1]
 
 
 class SegmentGraph:
@@ -429,11 +436,12 @@ def join_by_chain(X: np.ndarray, labels: np.ndarray, n_neighbors: int = 10) -> n
     if labeled.size == 0 or out.size == 0:
         return join_nearest(X, labels)
     m = out.size
-    to_labeled, nearest_labeled = cKDTree(X[labeled]).query(X[out], k=1)
+    to_labeled, nearest_labeled = _neighbours(X[labeled], X[out], 1)
+    to_labeled, nearest_labeled = to_labeled[:, 0], nearest_labeled[:, 0]
     rows, cols, weights = [np.arange(m)], [np.full(m, m)], [to_labeled]
     k = min(n_neighbors, m - 1)
     if k > 0:
-        distances, neighbours = cKDTree(X[out]).query(X[out], k=k + 1)
+        distances, neighbours = _neighbours(X[out], X[out], k + 1)
         rows.append(np.repeat(np.arange(m), k))
         cols.append(neighbours[:, 1:].ravel())
         weights.append(distances[:, 1:].ravel())
@@ -458,8 +466,6 @@ def join_by_chain(X: np.ndarray, labels: np.ndarray, n_neighbors: int = 10) -> n
     joined[out] = labels[labeled[nearest_labeled[branch]]]
     return joined
 
-
-BOUNDED_SV_JOINS = {"chain": join_by_chain, "nearest": join_nearest}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -971,7 +977,8 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.dual_coef_ = sphere.beta
         self.objective_ = float(1.0 - sphere.beta_k_beta)
         self.n_iter_ = max(len(self.schedule_), 1)
-        join = BOUNDED_SV_JOINS.get(self.bounded_svs, join_by_chain)
+        # With "outlier" the chained clusters still label the stored bounded SVs for predict.
+        join = join_nearest if self.bounded_svs == "nearest" else join_by_chain
         joined = join(X, fit.labels)
         self.labels_ = fit.labels if self.bounded_svs == "outlier" else joined
         self.n_clusters_ = fit.n_groups
