@@ -60,6 +60,10 @@ GammaParam = Annotated[
 RandomStateParam = Annotated[
     int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
 ]
+# How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
+# ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
+# and sampled above ("auto").
+SampleSolver = Literal["auto", "exact", "sample"]
 
 
 class AlgorithmParams(BaseModel):
@@ -332,6 +336,16 @@ def clustering_error(y_true: Any, y_pred: Any) -> float:
     np.add.at(table, (pred_index, truth_index[assigned]), 1)
     rows, cols = linear_sum_assignment(table, maximize=True)
     return 1.0 - table[rows, cols].sum() / truth.size
+
+
+def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int,
+               rng: np.random.RandomState) -> np.ndarray | None:
+    """Sorted indices of the uniform random sample of ``exact_max_n`` points that a large-n fit
+    clusters, or None when every point is clustered (``solver="exact"``, or ``"auto"`` with at
+    most ``exact_max_n`` points)."""
+    if solver == "exact" or n_samples <= exact_max_n:
+        return None
+    return np.sort(rng.choice(n_samples, size=exact_max_n, replace=False))
 
 
 def balance_limit(n_samples: int, class_balance: float) -> float:

@@ -57,9 +57,11 @@ from algorithms.base import (
     NClusters,
     ProgressCallback,
     RandomStateParam,
+    SampleSolver,
     as_float_matrix,
     balance_limit,
     check_clustering_input,
+    fit_sample,
     report,
 )
 from algorithms.bisection import (
@@ -383,7 +385,7 @@ class IterSVRParams(AlgorithmParams):
     )
     n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
     max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
-    solver: Literal["auto", "exact", "sample"] = Field(
+    solver: SampleSolver = Field(
         "auto",
         description=(
             "'exact': cluster every point (kernel matrix of all points); 'sample': cluster a "
@@ -503,12 +505,6 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fitting ----------------------------------------------------------------------------------
-    def _fit_sample(self, n: int, rng: np.random.RandomState) -> np.ndarray | None:
-        """Indices of the points clustered exactly on the large-n path, or None for all."""
-        if self.solver == "exact" or n <= self.exact_max_n:
-            return None
-        return np.sort(rng.choice(n, size=self.exact_max_n, replace=False))
-
     def _split_balance(self) -> float:
         """Balance fraction ``l / n`` used by each binary split.
 
@@ -536,7 +532,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
         rng = check_random_state(self.random_state)
-        sample = self._fit_sample(X.shape[0], rng)
+        sample = fit_sample(X.shape[0], self.solver, self.exact_max_n, rng)
         X_all, X = X, (X if sample is None else X[sample])
         self.solver_ = "exact" if sample is None else "sample"
         self.n_fit_samples_ = X.shape[0]

@@ -1,7 +1,10 @@
 """Support vector clustering benchmark: seed Table 1 (iris on 2, 3, 4 principal components), the
-rings-with-a-core set of Figure 2, and seconds against n for 2-D data per labeling strategy.
+rings-with-a-core set of Figure 2, and seconds against n for 2-D data per labeling strategy;
+``--defaults-at-scale``: the defaults (only ``n_clusters``) against n, sampled and exact, beside
+k-means.
 
-Run: ``OMP_NUM_THREADS=1 python -m benchmarks.svc [--quick]``. Prints Markdown.
+Run: ``OMP_NUM_THREADS=1 python -m benchmarks.svc [--quick | --defaults-at-scale]``. Prints
+Markdown.
 Iris is projected on its principal components in centimetres (centred, not scaled): the scale at
 which the seed's q reproduces its SV counts. Timing data: the Figure 2 set grown to n points
 (same 1:3:6 proportions), q = 1, 1/(NC) = 0.1. Wall and CPU seconds are both printed because the
@@ -14,7 +17,8 @@ import argparse
 import time
 
 import numpy as np
-from sklearn.datasets import load_iris
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_iris, make_blobs, make_moons
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
@@ -111,10 +115,48 @@ def scaling(sizes: list[int]) -> None:
                   f"| {s_wall + l_wall:.2f} | {max(labels.max() + 1, 1)} | {100 * error:.2f} % |")
 
 
+def scaling_sets(n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Data for the defaults against n: four 2-D blobs of which two overlap (k-means ARI 0.83),
+    noisy moons, and four blobs in 64 dimensions."""
+    return {
+        "4 blobs, 2-D": make_blobs(n, n_features=2, centers=4, random_state=0),
+        "noisy moons": make_moons(n, noise=0.05, random_state=0),
+        "4 blobs, 64-D": make_blobs(n, n_features=64, centers=4, random_state=0),
+    }
+
+
+def defaults_scaling(sizes: list[int], exact_max_n: int) -> None:
+    """Seconds and ARI of SVC with only ``n_clusters`` given, against n: the default
+    ``solver="auto"`` (a sample of ``SAMPLE_SIZE`` points above it, labelled by predict), the
+    exact fit of every point up to ``exact_max_n``, and k-means in the same run."""
+    print("\n| set | n | k-means ARI (s) | svc defaults ARI (s) | svc solver='exact' ARI (s) |"
+          "\n|---|---|---|---|---|")
+    for n in sizes:
+        for name, (X, y) in scaling_sets(n).items():
+            k = int(y.max()) + 1
+            kmeans, k_wall, _ = _timed(
+                lambda X=X, k=k: KMeans(k, n_init=10, random_state=0).fit_predict(X))
+            sampled, s_wall, _ = _timed(
+                lambda X=X, k=k: SupportVectorClustering(k, random_state=0).fit(X).labels_)
+            exact = "-"
+            if n <= exact_max_n:
+                labels, e_wall, _ = _timed(lambda X=X, k=k: SupportVectorClustering(
+                    k, solver="exact").fit(X).labels_)
+                exact = f"{adjusted_rand_score(y, labels):.3f} ({e_wall:.1f})"
+            print(f"| {name} | {n:,} | {adjusted_rand_score(y, kmeans):.3f} ({k_wall:.2f}) "
+                  f"| {adjusted_rand_score(y, sampled):.3f} ({s_wall:.1f}) | {exact} |",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="timing only up to 5,000 points")
+    parser.add_argument("--defaults-at-scale", action="store_true",
+                        help="only the table of the defaults against n (up to 50,000 points)")
     args = parser.parse_args()
+    if args.defaults_at_scale:
+        defaults_scaling([2000, 5000, 10000, 50000], exact_max_n=10000)
+        return
     table_1()
     figure_2()
     scaling([1000, 2000, 5000] if args.quick else [1000, 2000, 5000, 10000, 20000])

@@ -11,7 +11,8 @@ counts exactly. Row 1-2 does not reproduce at any isotropic scaling of these dat
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_breast_cancer, load_iris, make_moons
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
@@ -361,9 +362,45 @@ def test_bad_data_is_rejected_with_a_message_that_says_what_to_fix():
         fitted.predict(np.zeros((3, 5)))
 
 
-def test_registered_on_the_fast_queue_with_a_smaller_limit_for_complete_labeling():
+def test_registered_on_the_fast_queue_with_exact_fits_limited_below_sampled_ones():
     spec = get_spec("svc")
     assert spec.estimator is SupportVectorClustering and spec.queue == "fast"
-    assert spec.max_n_for(spec.parse_params({"labeling": "complete"})) < spec.max_n_for(
-        spec.parse_params({})
-    )
+    limit = {name: spec.max_n_for(spec.parse_params(params)) for name, params in {
+        "sampled": {}, "exact": {"solver": "exact"},
+        "exact complete": {"solver": "exact", "labeling": "complete"},
+        "large sample": {"exact_max_n": 20_000},
+    }.items()}
+    assert limit["exact complete"] < limit["exact"] < limit["sampled"]
+    assert limit["large sample"] == limit["exact"]
+
+
+# --- large n: a sample's contours label every point ----------------------------------------------
+
+
+def test_large_n_path_fits_a_sample_and_labels_every_point_by_predict():
+    # 1,200 noisy moons, the sphere and its contours from 300 of them: every point still lands
+    # on its moon, where k-means cuts both.
+    X, y = make_moons(1200, noise=0.05, random_state=0)
+    model = SupportVectorClustering(2, exact_max_n=300, random_state=0).fit(X)
+    assert model.solver_ == "sample" and model.n_fit_samples_ == 300
+    assert model.labels_.shape == (1200,)
+    np.testing.assert_array_equal(model.labels_, model.predict(X))
+    assert adjusted_rand_score(y, model.labels_) >= 0.95
+    kmeans = KMeans(2, n_init=10, random_state=0).fit_predict(X)
+    assert adjusted_rand_score(y, kmeans) < 0.6
+    # The support vectors are rows of X, and the same seed draws the same sample.
+    free = model.support_vectors_[~model._sphere.bounded]
+    np.testing.assert_allclose(np.sort(X[model.support_] - model.center_, axis=0),
+                               np.sort(free, axis=0))
+    again = SupportVectorClustering(2, exact_max_n=300, random_state=0).fit(X)
+    np.testing.assert_array_equal(again.labels_, model.labels_)
+    assert SupportVectorClustering(2, solver="exact").fit(X[:200]).solver_ == "exact"
+
+
+def test_sampled_outliers_are_every_point_outside_the_sphere():
+    X, _ = make_moons(800, noise=0.08, random_state=1)
+    model = SupportVectorClustering(2, exact_max_n=200, bounded_svs="outlier",
+                                    random_state=0).fit(X)
+    np.testing.assert_array_equal(model.outliers_, np.flatnonzero(model.labels_ == -1))
+    assert np.isin(model.bounded_, model.outliers_).all()
+    assert model.outliers_.size > model.bounded_.size

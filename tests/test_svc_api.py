@@ -40,10 +40,10 @@ def test_svc_rejects_c_and_p_together_before_queueing(service_url):
     assert "C or p" in response.text
 
 
-def test_svc_complete_labeling_refuses_more_points_than_its_limit(service_url):
+def test_svc_exact_complete_labeling_refuses_more_points_than_its_limit(service_url):
     X = np.random.default_rng(0).normal(size=(3001, 2)).round(3)
-    payload = {"algorithm": {"name": "svc", "params": {"labeling": "complete", "gamma": 1.0}},
-               "data": {"X": X.tolist()}}
+    params = {"labeling": "complete", "gamma": 1.0, "solver": "exact"}
+    payload = {"algorithm": {"name": "svc", "params": params}, "data": {"X": X.tolist()}}
     response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
     assert response.status_code == 422, response.text
-    assert "max_n=3000" in response.text and "support_vectors" in response.text
+    assert "max_n=3000" in response.text and "solver='auto'" in response.text
