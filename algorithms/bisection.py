@@ -35,7 +35,7 @@ import numpy as np
 
 from algorithms.base import ProgressCallback, report
 from algorithms.cpm3c import CPM3C
-from algorithms.starts import SPECTRAL_START_MAX_N, spectral_partition
+from algorithms.starts import spectral_partition
 
 
 class BinarySplit(Protocol):
@@ -81,7 +81,7 @@ def keep_guide_clusters_whole(positive: np.ndarray, guide: np.ndarray | None) ->
 
 def max_margin_guide(X: np.ndarray, n_clusters: int, rng,
                      progress: ProgressCallback | None = None, step: int = 0
-                     ) -> np.ndarray | None:
+                     ) -> np.ndarray:
     """The k-partition that guides the splits: CPM3C's multi-class maximum margin clustering
     (:class:`algorithms.cpm3c.CPM3C` with its defaults, which starts from the spectral partition
     and from k-means partitions and keeps the run of lowest objective (11)).
@@ -92,11 +92,8 @@ def max_margin_guide(X: np.ndarray, n_clusters: int, rng,
     start that its margin objective rates below a k-means one (three digits {1, 4, 7}: the
     kNN graph cuts the 1s, ARI 0.55; CPM3C 0.98). When every CPM3C run empties a cluster (its
     ``warnings_`` say so; 600 digits of ten classes) it has no k-partition of its own to offer
-    and the spectral partition guides instead. None above ``SPECTRAL_START_MAX_N`` points, where
-    the starts cost more than the method itself. ``progress`` hears of the CPM3C fit at ``step``.
+    and the spectral partition guides instead. ``progress`` hears of the CPM3C fit at ``step``.
     """
-    if X.shape[0] > SPECTRAL_START_MAX_N:
-        return None
     report(progress, step, None,
            f"CPM3C's {n_clusters}-cluster partition of {X.shape[0]} points to guide the splits")
     seed = rng.randint(2**31 - 1)

@@ -72,7 +72,6 @@ from algorithms.base import (
 )
 from algorithms.kernels import NystromMap, resolve_gamma
 from algorithms.starts import (
-    SPECTRAL_START_MAX_N,
     kmeans_partitions,
     partition_key,
     spectral_partition,
@@ -951,7 +950,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.normalize == "l2":
             X = normalize_rows(X)
         spectral_start = None
-        if self.init == "spectral" and X.shape[0] <= SPECTRAL_START_MAX_N:
+        if self.init == "spectral":
             report(progress, 0, None, "spectral partition of the kNN graph")
             spectral_start = spectral_partition(X, self.n_clusters, random_state=rng)
         self.nystrom_ = None

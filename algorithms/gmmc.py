@@ -954,8 +954,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide's (:mod:`algorithms.bisection`). A leaf of at most ``EXACT_SPLIT_MAX_GROUPS``
         guide clusters is split by the labeling of whole clusters that minimises the objective
         (10) relaxes (:func:`split_whole_groups`, exact); a larger one by (10) over its points,
-        each guide cluster then going to the side holding most of its points. Above
-        ``SPECTRAL_START_MAX_N`` points there is no guide, and every split is (10)'s.
+        each guide cluster then going to the side holding most of its points.
         """
         guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state),
                                  progress)

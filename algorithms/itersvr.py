@@ -75,7 +75,7 @@ from algorithms.bisection import (
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.margin import lowest_margin_labeling
-from algorithms.starts import SPECTRAL_START_MAX_N, kmeans_runs
+from algorithms.starts import kmeans_runs
 
 # ---------------------------------------------------------------------------------------------
 # Section 3.3: the class-balanced bias search, problem (8)
@@ -277,7 +277,7 @@ def initial_labelings(
     limit alone lowers the objective.
     """
     kmeans = kmeans_initial_labelings(X, n_init, rng)
-    if init == "k-means" or X.shape[0] > SPECTRAL_START_MAX_N:
+    if init == "k-means":
         return kmeans, limit
     y0 = guided_split(X, guide, rng)
     if y0.min() == y0.max():

@@ -30,7 +30,7 @@ from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import center_kernel, pivoted_cholesky
-from algorithms.starts import SPECTRAL_START_MAX_N, partition_key, spectral_partition
+from algorithms.starts import partition_key, spectral_partition
 
 # Candidates are scored on at most this many points (a random sample beyond), at this liblinear
 # tolerance: omega within 1-2 % of its exact value, 5-20x faster than at 1e-5 (n = 1,000-2,000).
@@ -136,10 +136,7 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
 def choose_with_spectral_candidate(X: np.ndarray, labels: np.ndarray, K_raw: np.ndarray,
                                    beta: float, random_state) -> MarginChoice:
     """A relaxation's two-class ``labels`` against the spectral partition of the kNN graph
-    (:func:`algorithms.starts.spectral_partition`), kept by the smaller ``omega``. Above
-    ``SPECTRAL_START_MAX_N`` points (no spectral partition) the relaxation's labels stand."""
+    (:func:`algorithms.starts.spectral_partition`), kept by the smaller ``omega``."""
     rng = check_random_state(random_state)
-    candidates = {"relaxation": labels}
-    if X.shape[0] <= SPECTRAL_START_MAX_N:
-        candidates["spectral"] = spectral_partition(X, 2, random_state=rng)
+    candidates = {"relaxation": labels, "spectral": spectral_partition(X, 2, random_state=rng)}
     return lowest_margin_labeling(K_raw, candidates, beta, random_state=rng)

@@ -100,9 +100,9 @@ def _params_schema(params_model: type[AlgorithmParams]) -> dict[str, Any]:
 
 
 # SVC's schedule solves about 50 spheres of O(N^2) each, and the seed's complete labeling tests
-# O(N^2) segments: the points one exact fit may hold (5,000 took 37 s on overlapping 2-D blobs
-# and 74 s in 64-D, 10,000 2-D blobs 167 s, against the 900 s timeout), and all the points a
-# sampled fit labels (50,000 in 36 s).
+# O(N^2) segments: the points one exact fit may hold (5,000 took 36 s on overlapping 2-D blobs
+# and 74 s in 64-D, 10,000 2-D blobs 162 s, against the 900 s timeout), and all the points a
+# sampled fit labels (50,000 in 4-18 s: benchmarks/svc.py --defaults-at-scale).
 SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
 SVC_SAMPLED_MAX_N = 50_000
 

@@ -19,7 +19,7 @@ from algorithms.kernels import (
     pairwise_kernel,
     resolve_gamma,
 )
-from algorithms.starts import lloyd_runs
+from algorithms.starts import SPECTRAL_SAMPLE_SIZE, lloyd_runs, spectral_partition
 
 
 def test_clustering_error_is_invariant_to_cluster_names():
@@ -106,6 +106,19 @@ def test_batched_lloyd_runs_are_the_single_runs():
     # The offset of 1e6 cancels: the best run finds the three blobs.
     best = min(batch, key=lambda run: run[0])
     assert sorted(np.bincount(best[1])) == [30, 30, 30]
+
+
+def test_spectral_partition_above_its_sample_size_extends_a_sample_to_every_point():
+    # 12,000 noisy moons: the kNN graph of 5,000 of them, each point joining its nearest
+    # sampled point, separates the moons (k-means cuts both, ARI 0.25).
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = make_moons(12_000, noise=0.05, random_state=0)
+    assert X.shape[0] > SPECTRAL_SAMPLE_SIZE
+    labels = spectral_partition(X, 2, random_state=0)
+    assert labels.shape == (12_000,) and adjusted_rand_score(y, labels) >= 0.99
+    np.testing.assert_array_equal(spectral_partition(X, 2, random_state=0), labels)
 
 
 def test_portable_arrays_round_trip_without_pickle():

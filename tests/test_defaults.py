@@ -298,6 +298,27 @@ def test_squared_distances_are_exact_far_from_the_origin():
                                pairwise_kernel(X, X[:5], gamma=0.5), atol=1e-9)
 
 
+def test_local_scaling_width_of_many_points_is_that_of_a_sample_of_the_reference_size():
+    # Searched among all n points the 7th neighbour comes closer as n grows (n^(-1/2) in 2-D);
+    # the width of 40,000 moons is that of 2,000 of them, near the width of another 2,000.
+    X, _ = make_moons(40_000, noise=0.05, random_state=0)
+    pick = np.sort(np.random.RandomState(0).choice(X.shape[0], 2000, replace=False))
+    gamma = local_scaling_gamma(X, random_state=0)
+    assert gamma == pytest.approx(local_scaling_gamma(X[pick]))
+    other, _ = make_moons(2000, noise=0.05, random_state=1)
+    assert gamma == pytest.approx(local_scaling_gamma(other), rel=0.2)
+
+
+def test_cpm3c_separates_moons_far_above_the_spectral_sample_size():
+    # 20,000 noisy moons: the spectral start comes from 5,000 of them, the width from 2,000.
+    # With the width of all points CPM3C's 300 Nystrom coordinates lost the moons (ARI 0.24 at
+    # 50,000); k-means cuts both.
+    X, y = make_moons(20_000, noise=0.05, random_state=0)
+    labels = CPM3C(random_state=0).fit(X).labels_
+    kmeans = KMeans(2, n_init=10, random_state=0).fit_predict(X)
+    assert adjusted_rand_score(y, labels) >= 0.95 > 0.5 > adjusted_rand_score(y, kmeans)
+
+
 def test_local_scaling_width_follows_the_data_scale_and_ignores_offsets():
     X, _ = make_moons(n_samples=200, noise=0.05, random_state=0)
     gamma = local_scaling_gamma(X)
