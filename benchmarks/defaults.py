@@ -1,6 +1,7 @@
 """Defaults against scikit-learn's clusterers: only ``n_clusters`` and ``random_state`` given.
 
-Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout | --sweep]``.
+Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout | --sweep]``;
+``--at-scale 5000 50000`` prints ARI and seconds on larger data (``large_sets``) beside k-means.
 
 A user of the service sends data and ``n_clusters``. This script runs every clustering algorithm
 of the registry that way beside scikit-learn's KMeans(n_init=10),
@@ -252,6 +253,40 @@ def summary(scores: dict[str, list[Score]], algorithms: list[str]) -> list[str]:
     return lines
 
 
+def large_sets(n: int) -> list[ClusteringSet]:
+    """Data for seconds and ARI against n: noisy moons, four 2-D blobs of which two overlap
+    (k-means ARI 0.83) and four blobs in 64 dimensions, unscaled."""
+    moons = make_moons(n, noise=0.05, random_state=0)
+    blobs = make_blobs(n, n_features=2, centers=4, random_state=0)
+    wide = make_blobs(n, n_features=64, centers=4, random_state=0)
+    return [ClusteringSet("noisy moons", *moons), ClusteringSet("4 blobs, 2-D", *blobs),
+            ClusteringSet("4 blobs, 64-D", *wide)]
+
+
+def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
+    """Print, row by row, a Markdown table of ARI (seconds) of k-means and of each algorithm
+    with its defaults on :func:`large_sets` at every size; an algorithm is skipped above the
+    service's limit for it."""
+    from algorithms.registry import get_spec
+
+    names = ["k-means", *algorithms]
+    print("| set | n | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names))
+    for n in sizes:
+        for data in large_sets(n):
+            cells = []
+            for name in names:
+                if name != "k-means" and n > get_spec(name).max_n_for(
+                        get_spec(name).params_model()):
+                    cells.append("above max_n")
+                    continue
+                clusterer = (scikit_learn_peers()[name] if name == "k-means"
+                             else registry_clusterer(name))
+                result = score(clusterer, data, seed)
+                cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s)"
+                             + (" !" if result.error else ""))
+            print(f"| {data.name} | {n:,} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--algorithms", nargs="*", default=None,
@@ -260,11 +295,16 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true",
                         help="the 36 sweep sets instead (sweep_sets)")
     parser.add_argument("--seed", type=int, default=0, help="random_state of every clusterer")
+    parser.add_argument("--at-scale", nargs="+", type=int, metavar="N",
+                        help="instead: ARI and seconds on large_sets at these sizes (k-means too)")
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
     # their results, not of this table.
     warnings.simplefilter("ignore")
     algorithms = args.algorithms if args.algorithms is not None else clustering_algorithms()
+    if args.at_scale:
+        at_scale(algorithms, args.at_scale, seed=args.seed)
+        return
     sets = heldout_sets() if args.heldout else sweep_sets() if args.sweep else public_sets()
     scores = run_suite(sets, algorithms, seed=args.seed)
     print(markdown_table(sets, scores))

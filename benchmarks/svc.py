@@ -18,12 +18,13 @@ import time
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.datasets import load_iris, make_blobs, make_moons
+from sklearn.datasets import load_iris
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import clustering_error
 from algorithms.svc import SupportVectorClustering, label_points, solve_enclosing_sphere
+from benchmarks.defaults import large_sets
 
 LABELINGS = ("complete", "support_vectors", "knn")
 TABLE_1 = {2: (4.2, 0.55, 20, 72, 4), 3: (7.0, 0.70, 23, 94, 4), 4: (9.0, 0.75, 34, 96, 14)}
@@ -115,16 +116,6 @@ def scaling(sizes: list[int]) -> None:
                   f"| {s_wall + l_wall:.2f} | {max(labels.max() + 1, 1)} | {100 * error:.2f} % |")
 
 
-def scaling_sets(n: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Data for the defaults against n: four 2-D blobs of which two overlap (k-means ARI 0.83),
-    noisy moons, and four blobs in 64 dimensions."""
-    return {
-        "4 blobs, 2-D": make_blobs(n, n_features=2, centers=4, random_state=0),
-        "noisy moons": make_moons(n, noise=0.05, random_state=0),
-        "4 blobs, 64-D": make_blobs(n, n_features=64, centers=4, random_state=0),
-    }
-
-
 def defaults_scaling(sizes: list[int], exact_max_n: int) -> None:
     """Seconds and ARI of SVC with only ``n_clusters`` given, against n: the default
     ``solver="auto"`` (a sample of ``SAMPLE_SIZE`` points above it, labelled by predict), the
@@ -132,8 +123,8 @@ def defaults_scaling(sizes: list[int], exact_max_n: int) -> None:
     print("\n| set | n | k-means ARI (s) | svc defaults ARI (s) | svc solver='exact' ARI (s) |"
           "\n|---|---|---|---|---|")
     for n in sizes:
-        for name, (X, y) in scaling_sets(n).items():
-            k = int(y.max()) + 1
+        for data in large_sets(n):
+            name, X, y, k = data.name, data.X, data.y, data.n_clusters
             kmeans, k_wall, _ = _timed(
                 lambda X=X, k=k: KMeans(k, n_init=10, random_state=0).fit_predict(X))
             sampled, s_wall, _ = _timed(
