@@ -81,7 +81,8 @@ _EXACT_DIAMETER_MAX_N = 5000
 _MAX_P = 0.95
 # solver="auto": above this many points the fit runs on a random sample of this size and predict
 # labels every point. The schedule solves about 50 spheres, each O(N^2) in libsvm, plus the
-# O(N_sv^2) SV graph: 2,000 points take 10-13 s (2-D and 64-D blobs), 10,000 in 2-D 167 s.
+# O(N_sv^2) SV graph: four 2-D blobs of which two overlap took 8.8 s at 2,000 points and 162 s
+# at 10,000 (benchmarks/svc.py --defaults-at-scale).
 SAMPLE_SIZE = 2000
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
