@@ -2,8 +2,9 @@
 
 import httpx
 import numpy as np
-from sklearn.datasets import load_iris
+from sklearn.datasets import load_iris, make_moons
 from sklearn.decomposition import PCA
+from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import clustering_error
 from tests.helpers import run_job
@@ -30,6 +31,22 @@ def test_svc_job_finds_three_iris_clusters_and_its_model_predicts(service_url):
                            json={"X": X.tolist()}, timeout=30.0)
     assert predicted.status_code == 200, predicted.text
     assert np.mean(np.asarray(predicted.json()["labels"]) == labels) >= 0.9
+
+
+def test_svc_job_above_exact_max_n_labels_every_point_from_a_sample(service_url):
+    # 1,200 noisy moons fitted on 300 of them (k-means cuts both moons, ARI 0.25).
+    X, y = make_moons(1200, noise=0.05, random_state=0)
+    X = X.round(4)
+    params = {"n_clusters": 2, "exact_max_n": 300, "random_state": 0}
+    result = run_job(service_url, {"algorithm": {"name": "svc", "params": params},
+                                   "data": {"X": X.tolist()}}, timeout=180)
+    labels = np.asarray(result["labels"])
+    assert labels.shape == (1200,) and adjusted_rand_score(y, labels) >= 0.95
+    assert result["extras"]["solver"] == "sample"
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X.tolist()}, timeout=30.0)
+    assert predicted.status_code == 200, predicted.text
+    np.testing.assert_array_equal(predicted.json()["labels"], labels)
 
 
 def test_svc_rejects_c_and_p_together_before_queueing(service_url):
