@@ -269,18 +269,18 @@ def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
     service's limit for it."""
     from algorithms.registry import get_spec
 
-    names = ["k-means", *algorithms]
-    print("| set | n | " + " | ".join(names) + " |\n|---|---|" + "---|" * len(names))
+    clusterers = {"k-means": scikit_learn_peers()["k-means"],
+                  **{name: registry_clusterer(name) for name in algorithms}}
+    limits = {name: get_spec(name).max_n_for(get_spec(name).params_model())
+              for name in algorithms}
+    print("| set | n | " + " | ".join(clusterers) + " |\n|---|---|" + "---|" * len(clusterers))
     for n in sizes:
         for data in large_sets(n):
             cells = []
-            for name in names:
-                if name != "k-means" and n > get_spec(name).max_n_for(
-                        get_spec(name).params_model()):
+            for name, clusterer in clusterers.items():
+                if n > limits.get(name, n):
                     cells.append("above max_n")
                     continue
-                clusterer = (scikit_learn_peers()[name] if name == "k-means"
-                             else registry_clusterer(name))
                 result = score(clusterer, data, seed)
                 cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s)"
                              + (" !" if result.error else ""))

@@ -17,14 +17,13 @@ import argparse
 import time
 
 import numpy as np
-from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import clustering_error
 from algorithms.svc import SupportVectorClustering, label_points, solve_enclosing_sphere
-from benchmarks.defaults import large_sets
+from benchmarks.defaults import large_sets, registry_clusterer, scikit_learn_peers, score
 
 LABELINGS = ("complete", "support_vectors", "knn")
 TABLE_1 = {2: (4.2, 0.55, 20, 72, 4), 3: (7.0, 0.70, 23, 94, 4), 4: (9.0, 0.75, 34, 96, 14)}
@@ -120,23 +119,23 @@ def defaults_scaling(sizes: list[int], exact_max_n: int) -> None:
     """Seconds and ARI of SVC with only ``n_clusters`` given, against n: the default
     ``solver="auto"`` (a sample of ``SAMPLE_SIZE`` points above it, labelled by predict), the
     exact fit of every point up to ``exact_max_n``, and k-means in the same run."""
+    clusterers = {
+        "k-means": scikit_learn_peers()["k-means"],
+        "defaults": registry_clusterer("svc"),
+        "exact": lambda X, k, seed: SupportVectorClustering(k, solver="exact").fit(X).labels_,
+    }
     print("\n| set | n | k-means ARI (s) | svc defaults ARI (s) | svc solver='exact' ARI (s) |"
           "\n|---|---|---|---|---|")
     for n in sizes:
         for data in large_sets(n):
-            name, X, y, k = data.name, data.X, data.y, data.n_clusters
-            kmeans, k_wall, _ = _timed(
-                lambda X=X, k=k: KMeans(k, n_init=10, random_state=0).fit_predict(X))
-            sampled, s_wall, _ = _timed(
-                lambda X=X, k=k: SupportVectorClustering(k, random_state=0).fit(X).labels_)
-            exact = "-"
-            if n <= exact_max_n:
-                labels, e_wall, _ = _timed(lambda X=X, k=k: SupportVectorClustering(
-                    k, solver="exact").fit(X).labels_)
-                exact = f"{adjusted_rand_score(y, labels):.3f} ({e_wall:.1f})"
-            print(f"| {name} | {n:,} | {adjusted_rand_score(y, kmeans):.3f} ({k_wall:.2f}) "
-                  f"| {adjusted_rand_score(y, sampled):.3f} ({s_wall:.1f}) | {exact} |",
-                  flush=True)
+            cells = []
+            for name, clusterer in clusterers.items():
+                if name == "exact" and n > exact_max_n:
+                    cells.append("-")
+                    continue
+                result = score(clusterer, data)
+                cells.append(f"{result.ari:.3f} ({result.seconds:.2f})")
+            print(f"| {data.name} | {n:,} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
