@@ -1077,16 +1077,21 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         free = np.flatnonzero(~sphere.bounded)
         anchors = free if free.size else np.arange(sphere.points.shape[0])
         inside_rows = np.flatnonzero(inside)
-        # In blocks: the segments of a block are n_neighbors copies of its points.
         for start in range(0, inside_rows.size, _PREDICT_BLOCK):
             rows = inside_rows[start : start + _PREDICT_BLOCK]
             near = anchors[_nearest(sphere.points[anchors], X[rows], self.n_neighbors)]
-            A = np.repeat(X[rows], near.shape[1], axis=0)
-            ok = segments_inside(sphere, A, sphere.points[near.ravel()],
-                                 self.n_segment_points).reshape(near.shape)
-            first = np.argmax(ok, axis=1)
-            found = ok.any(axis=1)
-            labels[rows[found]] = self._point_labels[near[found, first[found]]]
+            # The nearest anchor joined by an inside segment, tried nearest first: most points
+            # reach their nearest one, so testing all n_neighbors segments of every point at
+            # once did ~10x the kernel sums (50,000 points in 64-D: 16 of 18 s of a sampled fit).
+            open_ = np.arange(rows.size)
+            for rank in range(near.shape[1]):
+                if open_.size == 0:
+                    break
+                anchor = near[open_, rank]
+                ok = segments_inside(sphere, X[rows[open_]], sphere.points[anchor],
+                                     self.n_segment_points)
+                labels[rows[open_[ok]]] = self._point_labels[anchor[ok]]
+                open_ = open_[~ok]
         return labels, inside
 
     # -- portable model ---------------------------------------------------------------------------
