@@ -3,8 +3,8 @@ rings-with-a-core set of Figure 2, and seconds against n for 2-D data per labeli
 ``--defaults-at-scale``: the defaults (only ``n_clusters``) against n, sampled and exact, beside
 k-means.
 
-Run: ``OMP_NUM_THREADS=1 python -m benchmarks.svc [--quick | --defaults-at-scale]``. Prints
-Markdown.
+Run: ``python -m benchmarks.svc [--quick | --defaults-at-scale]``, as a user runs it (the
+library sets its own thread limits where they matter). Prints Markdown.
 Iris is projected on its principal components in centimetres (centred, not scaled): the scale at
 which the seed's q reproduces its SV counts. Timing data: the Figure 2 set grown to n points
 (same 1:3:6 proportions), q = 1, 1/(NC) = 0.1. Wall and CPU seconds are both printed because the
