@@ -17,10 +17,11 @@ through one cluster to balance the two sides (three equal clusters need a 1:2 sp
 What that leaves to the method: iterSVR starts each split from the guide and its own iterations
 may move points across. GMMC and SDP MMC keep guide clusters whole in every split, so their k
 leaves are exactly the guide's k clusters, and their programs choose which clusters go together
-at each split (GMMC exactly, among the labelings of whole clusters:
-:func:`algorithms.gmmc.split_whole_groups`) and train the out-of-sample SVMs. Their own even
-splits (both programs balance the two sides) cut clusters: SDP MMC's splits without the rule
-scored ARI 0.2-0.4 on the blob sets of ``benchmarks/defaults.py``. ``docs/defaults_rules.md``
+at each split (GMMC exactly among the labelings of whole clusters,
+:func:`algorithms.gmmc.split_whole_groups`, or by (10) over whole clusters above 20 of them)
+and train the out-of-sample SVMs. Their own even splits (both programs balance the two sides)
+cut clusters: SDP MMC's splits without the rule scored ARI 0.2-0.4 on the blob sets of
+``benchmarks/defaults.py``. ``docs/defaults_rules.md``
 records the guide's measurements against the spectral partition alone.
 """
 

@@ -119,6 +119,7 @@ from algorithms.base import (
     labels_from_leading_eigenvector,
     psd_factor,
     report,
+    solve_conic,
     two_cluster_labels,
 )
 from algorithms.bisection import (
@@ -404,11 +405,37 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
 EXACT_SPLIT_MAX_GROUPS = 20
 # Labelings scored per block of the enumeration (a block of m-vectors of 8 MB at m = 16).
 _LABELINGS_PER_BLOCK = 1 << 16
+# The conic solver of (10) over more whole groups than enumeration reaches (m x m, m > 20).
+GROUP_SDP_SOLVER = "CLARABEL"
+
+
+def _group_form(S: np.ndarray, groups: np.ndarray, C_e: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``A = G^T (S + C_e ee^T) G`` for the group indicator ``G`` (``z = G zeta`` gives
+    ``z^T (S + C_e ee^T) z = zeta^T A zeta``), each point's group, and the group sizes."""
+    ids, group_of = np.unique(groups, return_inverse=True)
+    indicator = np.zeros((ids.size, S.shape[0]))
+    indicator[group_of, np.arange(S.shape[0])] = 1.0
+    sizes = indicator.sum(axis=1)
+    return indicator @ S @ indicator.T + C_e * np.outer(sizes, sizes), group_of, sizes
+
+
+def _labels_solution(S: np.ndarray, C_e: float, z: np.ndarray, value: float, dual: float,
+                     messages: list[str] | None = None) -> GMMCSolution:
+    """Labels ``z`` as a solution of (10) at ``X = z z^T``: ``gamma_i = z_i ((S + C_e ee^T)
+    z)_i``, the multipliers of the stationarity condition ``(S + C_e ee^T - diag(gamma)) z = 0``,
+    which sum to ``value``; ``dual`` is the best lower bound known."""
+    gamma = z * (S @ z + C_e * z.sum())
+    gap = (value - dual) / max(1.0, abs(value))
+    return GMMCSolution(V=z[:, None], gamma=gamma, primal=value, dual=dual, gap=gap,
+                        infeasibility=0.0, min_eig=None, n_iter=0,
+                        status="inaccurate" if messages else "optimal",
+                        messages=list(messages or []))
 
 
 def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSolution:
     """The labels ``z`` in ``{-1, +1}^n``, constant on each group, that minimise
-    ``z^T (S + C_e e e^T) z``: the problem whose relaxation (10) is (its dual is
+    ``z^T (S + C_e ee^T) z``: the problem whose relaxation (10) is (its dual is
     ``min <S + C_e ee^T, X>`` over ``X >= 0`` with ``X_ii >= 1``, and ``X = z z^T`` for labels).
 
     With ``m`` groups the quadratic form is ``zeta^T A zeta`` for ``A = G^T (S + C_e ee^T) G``
@@ -416,17 +443,9 @@ def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSol
     the problem exactly where (10) would relax it over every point: with guide clusters kept whole
     (:func:`algorithms.bisection.keep_guide_clusters_whole`) only these labelings can come out.
     On the six 1:5 blobs of the held-out sets the root relaxation over 1,040 points took 8.3 s.
-
-    Returned as a solution of (10) at ``X = z z^T``: ``gamma_i = z_i ((S + C_e ee^T) z)_i``, the
-    multipliers of the stationarity condition ``(S + C_e ee^T - diag(gamma)) z = 0``, which sum
-    to the value.
     """
-    ids, group_of = np.unique(groups, return_inverse=True)
-    m = ids.size
-    indicator = np.zeros((m, S.shape[0]))
-    indicator[group_of, np.arange(S.shape[0])] = 1.0
-    sizes = indicator.sum(axis=1)
-    A = indicator @ S @ indicator.T + C_e * np.outer(sizes, sizes)
+    A, group_of, _ = _group_form(S, groups, C_e)
+    m = A.shape[0]
     best_value, best_signs = np.inf, None
     # Code 0 would put every group on one side; group 0 is always on the + side (symmetry).
     for start in range(1, 2 ** (m - 1), _LABELINGS_PER_BLOCK):
@@ -436,11 +455,45 @@ def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSol
         values = np.einsum("ij,ij->i", zetas @ A, zetas)
         if values.min() < best_value:
             best_value, best_signs = float(values.min()), zetas[int(np.argmin(values))]
-    z = best_signs[group_of]
-    gamma = z * (S @ z + C_e * z.sum())
-    value = best_value
-    return GMMCSolution(V=z[:, None], gamma=gamma, primal=value, dual=value, gap=0.0,
-                        infeasibility=0.0, min_eig=None, n_iter=0, status="optimal")
+    return _labels_solution(S, C_e, best_signs[group_of], best_value, best_value)
+
+
+def relax_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float, C_delta: float
+                       ) -> GMMCSolution:
+    """:func:`split_whole_groups` for more groups than enumeration reaches: (10) restricted to
+    ``X = G Z G^T`` (``X`` constant on each pair of groups, as every labeling of whole groups
+    is), which is ``min <A, Z> + C_delta sum_g |g| (1 - Z_gg)_+`` over ``m x m`` PSD ``Z``,
+    solved by ``GROUP_SDP_SOLVER``; labels from the signs of ``Z``'s leading eigenvector
+    (section 3.1's rounding), then single groups moved to the other side while that lowers
+    ``zeta^T A zeta``.
+
+    The relaxation over the points instead (the fallback before) solved an ``n x n`` program
+    whose rounding was then forced onto whole groups: a fit of 2,000 points in 25 blobs took
+    60.9 s, now 6.6 s with the same labels. ``dual`` is the relaxation's value, a lower bound on
+    every labeling of whole groups.
+    """
+    import cvxpy as cp
+
+    A, group_of, sizes = _group_form(S, groups, C_e)
+    scale = max(float(np.abs(A).max()), 1e-300)  # O(1) entries: the tolerances are absolute
+    Z = cp.Variable(A.shape, PSD=True)
+    slack = cp.Variable(A.shape[0], nonneg=True)
+    problem = cp.Problem(
+        cp.Minimize(cp.trace(A / scale @ Z) + (C_delta / scale) * (sizes @ slack)),
+        [cp.diag(Z) >= 1 - slack])
+    messages, _ = solve_conic(problem, GROUP_SDP_SOLVER, 1e-7, 10_000,
+                              "(10) over whole groups")
+    _, vectors = np.linalg.eigh(Z.value)
+    zeta = np.where(vectors[:, -1] >= 0, 1.0, -1.0)
+    while True:  # flipping group g changes the value by -4 zeta_g (A zeta)_g + 4 A_gg
+        change = -4.0 * zeta * (A @ zeta) + 4.0 * np.diag(A)
+        g = int(np.argmin(change))
+        if change[g] >= -1e-12 * scale:
+            break
+        zeta[g] = -zeta[g]
+    value = float(zeta @ A @ zeta)
+    return _labels_solution(S, C_e, zeta[group_of], value, min(value, scale * problem.value),
+                            messages)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -953,8 +1006,10 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         leaves that still hold several of them are split first; the k clusters are therefore the
         guide's (:mod:`algorithms.bisection`). A leaf of at most ``EXACT_SPLIT_MAX_GROUPS``
         guide clusters is split by the labeling of whole clusters that minimises the objective
-        (10) relaxes (:func:`split_whole_groups`, exact); a larger one by (10) over its points,
-        each guide cluster then going to the side holding most of its points.
+        (10) relaxes (:func:`split_whole_groups`, exact); a larger one by (10) restricted to
+        labelings of whole guide clusters (:func:`relax_whole_groups`, an SDP of one row per
+        guide cluster). A leaf of one guide cluster (a guide with fewer than ``k`` clusters) is
+        split by (10) over its points.
         """
         guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state),
                                  progress)
@@ -964,8 +1019,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)],
                                                    self.degree_regularization))
             groups = None if guide is None else guide[index]
-            if groups is not None and 2 <= np.unique(groups).size <= EXACT_SPLIT_MAX_GROUPS:
+            n_groups = 0 if groups is None else np.unique(groups).size
+            if 2 <= n_groups <= EXACT_SPLIT_MAX_GROUPS:
                 solution = split_whole_groups(S, groups, self.C_e)
+            elif n_groups > EXACT_SPLIT_MAX_GROUPS:
+                solution = relax_whole_groups(S, groups, self.C_e, self.C_delta)
             else:
                 solution = self._solve(S, on_alm)
             solutions.append(solution)

@@ -15,6 +15,7 @@ from algorithms.gmmc import (
     degenerate_laplacian_labels,
     eliminate_bias,
     laplacian_precision,
+    relax_whole_groups,
     solve_gmmc_cvxpy,
     solve_gmmc_lowrank,
     split_whole_groups,
@@ -299,6 +300,50 @@ def test_split_of_whole_groups_is_the_best_labeling_of_whole_groups(block, monke
     # gamma makes z stationary for (10)'s KKT matrix and sums to the value.
     np.testing.assert_allclose((A - np.diag(solution.gamma)) @ z, 0.0, atol=1e-8)
     assert solution.gamma.sum() == pytest.approx(best)
+
+
+def test_relaxation_over_whole_groups_bounds_and_rounds_to_labels_of_whole_groups():
+    # Twelve groups (4,095 labelings of whole groups, enumerated for reference): the relaxation of
+    # (10) over X = G Z G^T is a lower bound on every one of them, and its rounding is a labeling
+    # of whole groups with both sides used, no worse than any single group moved across.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(96, 2)) + np.repeat(rng.normal(0, 4, size=(12, 2)), 8, axis=0)
+    S = eliminate_bias(laplacian_precision(np.exp(-0.3 * squared_distances(X)), 1.0))
+    groups = np.repeat(rng.permutation(12), 8)
+    exact = split_whole_groups(S, groups, C_e=10.0)
+    relaxed = relax_whole_groups(S, groups, C_e=10.0, C_delta=C_DELTA)
+    z = relaxed.V[:, 0]
+    A = S + 10.0 * np.ones_like(S)
+    assert relaxed.dual <= exact.dual + 1e-6 * abs(exact.dual)
+    assert relaxed.primal == pytest.approx(z @ A @ z)
+    assert relaxed.primal >= exact.dual - 1e-9 * abs(exact.dual)
+    assert all(np.unique(z[groups == g]).size == 1 for g in range(12))
+    assert set(z.tolist()) == {-1.0, 1.0}
+    for g in range(12):
+        moved = np.where(groups == g, -z, z)
+        assert moved @ A @ moved >= relaxed.primal - 1e-9 * abs(relaxed.primal)
+    np.testing.assert_allclose((A - np.diag(relaxed.gamma)) @ z, 0.0, atol=1e-8)
+
+
+def test_more_guide_clusters_than_enumeration_reaches_split_by_the_group_relaxation(monkeypatch):
+    # 22 guide clusters (> EXACT_SPLIT_MAX_GROUPS): each split above 20 clusters relaxes (10)
+    # over whole groups (22 x 22), not over the 330 points; the leaves are the guide's clusters
+    # and the tree's SVMs label the training points as fitted.
+    from sklearn.metrics import adjusted_rand_score
+
+    import algorithms.gmmc
+
+    calls = []
+    relax = algorithms.gmmc.relax_whole_groups
+    monkeypatch.setattr(algorithms.gmmc, "relax_whole_groups",
+                        lambda *args: calls.append(np.unique(args[1]).size) or relax(*args))
+    monkeypatch.setattr(algorithms.gmmc.GMMC, "_solve", lambda *args: pytest.fail("point SDP"))
+    X, y = make_blobs(n_samples=330, centers=22, cluster_std=0.4, center_box=(-25, 25),
+                      random_state=2)
+    model = GMMC(n_clusters=22, random_state=0).fit(X)
+    assert calls and min(calls) > algorithms.gmmc.EXACT_SPLIT_MAX_GROUPS
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
 
 
 def test_keeping_guide_clusters_whole_moves_each_to_its_majority_side():
