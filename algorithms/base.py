@@ -89,8 +89,27 @@ def _format_validation_error(error: ValidationError) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+# Largest magnitude of an input value: every method squares differences and inner products of
+# points, which overflow to inf (then NaN) from about 1e154. 1e100 keeps sums of squares over
+# any number of features finite.
+MAX_ABS_VALUE = 1e100
+# Smallest spread (largest max - min over the features) of data to cluster: squared distances
+# of a smaller spread underflow towards 0, and the points look identical to every kernel.
+MIN_SPREAD = 1e-100
+
+
+def _check_magnitude(values: np.ndarray, name: str) -> None:
+    largest = float(np.abs(values).max()) if values.size else 0.0
+    if largest > MAX_ABS_VALUE:
+        raise ValueError(
+            f"{name} holds values of magnitude {largest:.3g}, above {MAX_ABS_VALUE:.0e}: squared "
+            "distances and kernels would overflow; rescale X (for example, standardize it)"
+        )
+
+
 def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> np.ndarray:
-    """Convert ``X`` to a finite 2-D float64 array (or CSR), with errors that say what to fix."""
+    """Convert ``X`` to a finite 2-D float64 array (or CSR) of magnitude at most
+    ``MAX_ABS_VALUE``, with errors that say what to fix."""
     if sp.issparse(X):
         if not accept_sparse:
             raise ValueError(f"{name} is a sparse matrix; this algorithm needs a dense array")
@@ -99,6 +118,7 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
             raise ValueError(f"{name} must be 2-D")
         if not np.all(np.isfinite(X.data)):
             raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
+        _check_magnitude(X.data, name)
         return X
     if isinstance(X, list | tuple) and len(X) and isinstance(X[0], list | tuple | np.ndarray):
         widths = {len(row) for row in X}
@@ -142,6 +162,7 @@ def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> 
     array = np.ascontiguousarray(array, dtype=np.float64)
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
+    _check_magnitude(array, name)
     return array
 
 
@@ -156,6 +177,11 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
     spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
     if not np.any(spread > 0):
         raise ValueError("all points in X are identical: there is nothing to cluster")
+    if spread.max() < MIN_SPREAD:
+        raise ValueError(
+            f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "
+            "squared distances underflow; rescale X (for example, standardize it)"
+        )
 
 
 def check_partial_labels(y: Any, n_samples: int) -> np.ndarray | None:

@@ -209,6 +209,8 @@ def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: 
                      rng: np.random.RandomState) -> np.ndarray:
     """:func:`spectral_partition` of every point of centred ``X``."""
     n = X.shape[0]
+    if n <= n_clusters:  # a point per cluster (the eigensolver needs more points than vectors)
+        return np.arange(n)
     with warnings.catch_warnings(), small_problem_threads():
         graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, n - 1), include_self=True)
         affinity = 0.5 * (graph + graph.T)

@@ -140,6 +140,7 @@ def test_portable_arrays_round_trip_without_pickle():
         ([1.0, 2.0, 3.0], "2D"),
         ([[1.0, 2.0], [3.0]], "ragged"),
         ([["a", "b"], ["c", "d"]], "numbers"),
+        ([[1e200, 0.0], [0.0, 1.0]], "magnitude 1e\\+200.*rescale"),
     ],
 )
 def test_bad_matrices_are_refused_with_a_message_that_names_the_problem(X, message):
@@ -152,6 +153,28 @@ def test_clustering_input_needs_enough_distinct_points():
         check_clustering_input(np.array([[0.0], [1.0]]), 3)
     with pytest.raises(ValueError, match="identical"):
         check_clustering_input(np.ones((5, 2)), 2)
+    # Distinct points whose squared distances underflow: rescale, not "identical".
+    with pytest.raises(ValueError, match=r"spans at most 2e-300.*rescale"):
+        check_clustering_input(np.array([[0.0], [1e-300], [2e-300]]), 2)
+
+
+def test_sparse_matrices_are_held_to_the_same_magnitude():
+    from scipy import sparse
+
+    with pytest.raises(ValueError, match="magnitude"):
+        as_float_matrix(sparse.csr_matrix([[1e120, 0.0], [0.0, 1.0]]), accept_sparse=True)
+
+
+@pytest.mark.parametrize("name", ["itersvr", "cpm3c", "gmmc", "sdp_mmc"])
+@pytest.mark.parametrize(("n", "k"), [(2, 2), (4, 4), (12, 6)])
+def test_fits_whose_splits_reach_one_or_two_points_give_every_cluster(name, n, k):
+    # n == k is allowed; recursive bisection then splits leaves of two points, whose spectral
+    # start is one point per cluster (the eigensolver needs more points than eigenvectors).
+    from algorithms.registry import get_spec
+
+    X = np.random.default_rng(0).normal(size=(n, 2))
+    model = get_spec(name).build({"n_clusters": k, "random_state": 0}).fit(X)
+    assert np.unique(model.labels_).size == k
 
 
 def test_leading_eigenvector_recovers_labels_from_outer_product():
