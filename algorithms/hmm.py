@@ -23,6 +23,10 @@ import numpy as np
 # Input: lists of integer sequences
 # ---------------------------------------------------------------------------------------------
 
+# Largest symbol: the vocabulary is max symbol + 1, and the emission weights and their work
+# arrays hold states x vocabulary entries (a symbol of 1e9 asked for 15 GB).
+MAX_SYMBOL = 999_999
+
 
 def as_symbol_sequences(sequences, *, name: str = "sequences") -> list[np.ndarray]:
     """Validate a list of 1-D non-negative integer sequences; errors say what to fix."""
@@ -54,6 +58,11 @@ def as_symbol_sequences(sequences, *, name: str = "sequences") -> list[np.ndarra
             raise ValueError(f"{name}[{i}] must contain integer symbols (found non-integers)")
         if array.min() < 0:
             raise ValueError(f"{name}[{i}] contains negative symbols; symbols are 0, 1, ..., V-1")
+        if array.max() > MAX_SYMBOL:
+            raise ValueError(
+                f"{name}[{i}] contains symbol {int(array.max())}, above {MAX_SYMBOL:,}: the "
+                "vocabulary 0..V-1 sizes the emission weights; re-index the symbols to 0, 1, ..."
+            )
         result.append(array.astype(np.int64))
     return result
 

@@ -23,7 +23,11 @@ from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
 from algorithms.sdp_mmc import SDPMMC, SDPMMCParams
 from algorithms.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
 from algorithms.sdp_mmc import recommended_max_n as sdp_mmc_max_n
-from algorithms.svc import SupportVectorClustering, SupportVectorClusteringParams
+from algorithms.svc import (
+    SupportVectorClustering,
+    SupportVectorClusteringParams,
+    soft_margin_problem,
+)
 
 InputKind = Literal["vectors", "sequences"]
 LabelUse = Literal["none", "optional", "required"]
@@ -56,6 +60,8 @@ class AlgorithmSpec:
     limits_rule: str = ""
     # A 422 message when the labels a caller sent cannot be used with these parameters, else None.
     check_labels: Callable[[AlgorithmParams, list[int]], str | None] | None = None
+    # A 422 message when n points (or positions) cannot be fitted with these parameters, else None.
+    check_size: Callable[[AlgorithmParams, int], str | None] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def queue_for(self, params: AlgorithmParams) -> QueueName:
@@ -167,6 +173,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=SVC_SAMPLED_MAX_N,
         timeout_seconds=900,
         max_n_rule=svc_max_n,
+        check_size=lambda params, n: soft_margin_problem(params.C, n),
         limits_rule=(f"fitted exactly (solver='exact', or n <= exact_max_n): max_n = "
                      f"{SVC_EXACT_MAX_N['complete']:,} for labeling='complete', else "
                      f"{SVC_EXACT_MAX_N['other']:,}; on a sample (the default solver='auto' with "
@@ -259,6 +266,10 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n_rule=lambda params: recommended_max_n(params.method),
         limits_rule=f"method='ramp': queue fast, max_n {recommended_max_n('ramp'):,}; 'reh' and "
                     f"'rod' (SDPs): queue slow, max_n {recommended_max_n('reh')}",
+        check_labels=lambda params, y: (
+            None if len(set(y)) == 2 else
+            f"robust SVM is a binary classifier: y must hold exactly two classes, got "
+            f"{len(set(y))}"),
     ),
 )
 

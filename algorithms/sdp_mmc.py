@@ -480,9 +480,22 @@ class SDPMMCParams(AlgorithmParams):
     random_state: RandomStateParam = None
 
 
+def label_range_problem(labels, n_clusters: int) -> str | None:
+    """Why partial labels are out of range (each must be ``-1`` or ``0..n_clusters-1``), or
+    None."""
+    bad = np.setdiff1d(np.unique(np.asarray(labels)), np.arange(-1, n_clusters))
+    if bad.size:
+        return (f"partial labels must be -1 (unknown) or 0..{n_clusters - 1}; "
+                f"found {bad.tolist()}")
+    return None
+
+
 def partial_labels_problem(n_clusters: int, multiclass: str, labels) -> str | None:
-    """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: with
-    more than two clusters only the multi-class SDP (4.8) takes them (thesis section 4.3)."""
+    """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
+    is ``-1`` or a cluster ``0..n_clusters-1``, and with more than two clusters only the
+    multi-class SDP (4.8) takes them (thesis section 4.3)."""
+    if labels is not None and (problem := label_range_problem(labels, n_clusters)):
+        return problem
     if (n_clusters > 2 and multiclass != "joint" and labels is not None
             and np.any(np.asarray(labels) >= 0)):
         return ("partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
@@ -646,12 +659,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         labels = check_partial_labels(y, n)
         if labels is None or not np.any(labels >= 0):
             return None
-        bad = np.setdiff1d(np.unique(labels), np.arange(-1, self.n_clusters))
-        if bad.size:
-            raise ValueError(
-                f"partial labels must be -1 (unknown) or 0..{self.n_clusters - 1}; "
-                f"found {bad.tolist()}"
-            )
+        if problem := label_range_problem(labels, self.n_clusters):
+            raise ValueError(problem)
         return labels
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):

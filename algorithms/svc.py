@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -685,6 +685,14 @@ def _bisect(solve, q_low: float, q_high: float, p: float, n_clusters: int, budge
 # ---------------------------------------------------------------------------------------------
 
 
+def soft_margin_problem(C: float | None, n: int) -> str | None:
+    """Why ``C`` cannot bound the dual (11) of ``n`` points (``C < 1/N``), or None."""
+    if C is not None and C * n < 1.0:
+        return (f"C={C} is below 1/N = {1.0 / n:.3g}: the constraints sum(beta) = 1 and "
+                "beta <= C cannot both hold; use C >= 1/N or give p = 1/(N C) in (0, 1]")
+    return None
+
+
 class SupportVectorClusteringParams(AlgorithmParams):
     """Parameters of :class:`SupportVectorClustering` (defaults from the seed)."""
 
@@ -732,7 +740,7 @@ class SupportVectorClusteringParams(AlgorithmParams):
             "'outlier' labels them -1."
         ),
     )
-    n_components: int | Literal["auto"] | None = Field(
+    n_components: Annotated[int, Field(ge=1, le=10000)] | Literal["auto"] | None = Field(
         "auto",
         description=(
             "Fit the sphere on this many leading principal components of the centred data "
@@ -765,8 +773,6 @@ class SupportVectorClusteringParams(AlgorithmParams):
             raise ValueError("give C or p = 1/(N C), not both")
         if isinstance(self.gamma, float) and not (0 < self.gamma < math.inf):
             raise ValueError("gamma must be a positive number, 'auto' or 'scale'")
-        if isinstance(self.n_components, int) and not 1 <= self.n_components <= 10000:
-            raise ValueError("n_components must be between 1 and 10000, 'auto' or null")
         return self
 
 
@@ -934,13 +940,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _start_p(self, n: int) -> float:
         if self.p is not None:
             return float(self.p)
-        C = 1.0 if self.C is None else float(self.C)
-        if C * n < 1.0:
-            raise ValueError(
-                f"C={C} is below 1/N = {1.0 / n:.3g}: the constraints sum(beta) = 1 and "
-                "beta <= C cannot both hold; use C >= 1/N or give p = 1/(N C) in (0, 1]"
-            )
-        return 1.0 / (n * C)
+        if problem := soft_margin_problem(self.C, n):
+            raise ValueError(problem)
+        return 1.0 / (n * (1.0 if self.C is None else float(self.C)))
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
@@ -43,12 +44,22 @@ class BodyTooLarge(StarletteHTTPException):
                               "as .npy, or split it")
 
 
-class BodyLimitMiddleware:
-    """Refuse bodies over ``limit`` bytes: by Content-Length at once, else while streaming."""
+class BodyReadTimeout(StarletteHTTPException):
+    def __init__(self, seconds: float):
+        super().__init__(408, f"no request body bytes arrived for {seconds:g} s "
+                              "(MMC_BODY_READ_TIMEOUT_SECONDS); send the whole body promptly")
 
-    def __init__(self, app, limit: int):
+
+class BodyLimitMiddleware:
+    """Refuse bodies over ``limit`` bytes (by Content-Length at once, else while streaming), and
+    bodies that stall: no bytes for ``read_timeout`` seconds between two reads is a 408 (nginx's
+    ``client_body_timeout``). A stalled upload would otherwise keep its declared bytes reserved
+    against ``MMC_MAX_BODY_BYTES_IN_FLIGHT`` for as long as its client keeps the connection."""
+
+    def __init__(self, app, limit: int, read_timeout: float):
         self.app = app
         self.limit = limit
+        self.read_timeout = read_timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -64,14 +75,21 @@ class BodyLimitMiddleware:
             await send({"type": "http.response.body", "body": body})
             return None
         received = 0
+        body_done = False
 
         async def limited_receive():
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:  # later receives wait for a disconnect (long polls): no deadline
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), self.read_timeout)
+            except TimeoutError:
+                raise BodyReadTimeout(self.read_timeout) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise BodyTooLarge(self.limit)
+                body_done = not message.get("more_body", False)
             return message
 
         return await self.app(scope, limited_receive, send)
@@ -146,5 +164,6 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
                        max_body_bytes=settings.max_body_bytes_in_flight,
                        retry_after=settings.retry_after_seconds)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
+                       read_timeout=settings.body_read_timeout_seconds)
     return app

@@ -15,8 +15,11 @@ from typing import Any
 import numpy as np
 
 from algorithms.base import AlgorithmParams, as_float_matrix, check_clustering_input
+from algorithms.hmm import as_symbol_sequences
 from algorithms.registry import AlgorithmSpec
 from service.problems import ProblemError, field_error
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what a worker stores labels as
 
 
 def matrix_or_422(X: Any, field: str) -> np.ndarray:
@@ -41,7 +44,10 @@ class PreparedInput:
 
 
 def _size_limit(spec: AlgorithmSpec, params: AlgorithmParams, n: int, unit: str = "points") -> None:
-    """``max_n`` counts points for vector input and total positions for sequence input."""
+    """``max_n`` counts points for vector input and total positions for sequence input; the
+    spec's ``check_size`` may refuse ``n`` for these parameters too."""
+    if spec.check_size is not None and (problem := spec.check_size(params, n)):
+        raise field_error(422, "body.algorithm.params", problem)
     limit = spec.max_n_for(params)
     if n <= limit:
         return
@@ -69,6 +75,9 @@ def _labels(spec: AlgorithmSpec, params: AlgorithmParams, y: list[int] | None, n
         return None
     if len(y) != n:
         raise field_error(422, "body.data.y", f"has {len(y)} labels for {n} points")
+    if not all(INT64_MIN <= label <= INT64_MAX for label in y):
+        raise field_error(422, "body.data.y", f"labels must be integers from {INT64_MIN} to "
+                                              f"{INT64_MAX}")
     if spec.labels == "required" and len(set(y)) < 2:
         raise field_error(422, "body.data.y", "needs at least two classes")
     if spec.check_labels is not None and (problem := spec.check_labels(params, y)):
@@ -91,8 +100,18 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
                 raise field_error(422, f"body.data.sequences.{i}", "is empty")
             if min(seq) < 0:
                 raise field_error(422, f"body.data.sequences.{i}", "holds negative symbols")
+        try:
+            as_symbol_sequences(data.sequences)
+        except ValueError as exc:
+            raise field_error(422, "body.data.sequences", str(exc)) from None
         n = len(data.sequences)
-        _size_limit(spec, params, sum(len(seq) for seq in data.sequences), unit="positions")
+        positions = sum(len(seq) for seq in data.sequences)
+        _size_limit(spec, params, positions, unit="positions")
+        n_states = getattr(params, "n_states", None)
+        if n_states is not None and positions < n_states:
+            raise field_error(422, "body.data.sequences", f"has {positions} positions in all, "
+                              f"fewer than n_states={n_states}: send more positions or fewer "
+                              "states")
         y = _labels(spec, params, data.y, n)
         return PreparedInput(n, None, sequences=data.sequences, y=y)
 
@@ -122,17 +141,26 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
 # -- dataset uploads ------------------------------------------------------------------------------
 
 
-def parse_csv(text: str) -> np.ndarray:
+def _is_number(field: str) -> bool:
     try:
-        rows = [row for row in csv.reader(io.StringIO(text)) if row and any(c.strip() for c in row)]
-    except csv.Error as exc:  # e.g. a field over csv.field_size_limit() (131,072 characters)
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_csv(text: str) -> np.ndarray:
+    """Rows of numbers; a first row with no number in it is a header and is skipped. A row
+    that mixes numbers and text is refused, never dropped: it may be data with a bad field."""
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte order mark, as spreadsheets write
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), strict=True)
+                if row and any(c.strip() for c in row)]
+    except csv.Error as exc:  # an unterminated quote, a field over csv.field_size_limit(), ...
         raise field_error(422, "body", f"CSV could not be read ({exc}); send one number per "
                                        "field, comma-separated") from None
-    if rows:
-        try:
-            [float(c) for c in rows[0]]
-        except ValueError:
-            rows = rows[1:]  # a header line
+    if rows and not any(_is_number(c) for c in rows[0]):
+        rows = rows[1:]  # a header line
     try:
         values = [[float(c) for c in row] for row in rows]
     except ValueError as exc:
@@ -160,7 +188,10 @@ def parse_npy(payload: bytes, max_values: int | None = None) -> np.ndarray:
     stream = io.BytesIO(payload)
     try:
         shape, dtype = _npy_header(stream)
-    except (ValueError, OSError, EOFError) as exc:
+    except Exception as exc:
+        # The header is untrusted text that numpy tokenizes and reads with ast.literal_eval:
+        # besides ValueError it raises SyntaxError, tokenize.TokenError, RecursionError, ...
+        # Parsing has no side effects, so every failure is the client's malformed file.
         raise field_error(422, "body", f"not a readable .npy array (no pickles): {exc}") from None
     if dtype.hasobject or dtype.kind not in "biuf":
         raise field_error(422, "body", f"the .npy array holds {dtype}; send numbers")

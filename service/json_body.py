@@ -44,7 +44,9 @@ class _Source:
         self.payload = payload
         self.view = memoryview(payload)
         self.read = 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        # utf-8-sig: a leading byte order mark is dropped (RFC 8259 section 8.1 lets a parser
+        # ignore it; some Windows clients send one).
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.window = ""
         self.base = 0
         self.final = False
@@ -106,6 +108,10 @@ class _Source:
             except RecursionError:
                 raise field_error(422, "body", "JSON nested too deeply; send the documented "
                                                "shape", "json_invalid") from None
+            except ValueError:  # Python's cap on int digits (4,300): no finite float is longer
+                raise field_error(422, "body", "holds an integer literal of more than 4,300 "
+                                               "digits; send finite numbers", "json_invalid"
+                                  ) from None
             else:
                 if end < len(self.window) or self.final:
                     self.last = (j, end)

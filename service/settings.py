@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     )
     webhook_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of one delivery.")
     max_body_bytes: int = Field(64 * 2**20, ge=1024, description="Largest request body accepted.")
+    body_read_timeout_seconds: float = Field(
+        30.0, gt=0, description="Longest wait for the next bytes of a request body; a body that "
+                                "stalls longer is answered 408 and its bytes are released.")
     max_body_bytes_in_flight: int = Field(
         128 * 2**20, ge=1024, description="Request-body bytes one API process holds at once "
                                           "(declared Content-Length); more is a 503.")

@@ -20,13 +20,15 @@ KEY = "s3cret-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 BODY_LIMIT = 80 * 2**20
 IN_FLIGHT = 100 * 2**20
+READ_TIMEOUT = 5
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     deployment = Deployment(tmp_path_factory.mktemp("bodies"), {
         "MMC_API_KEYS": f"acme:{KEY}", "MMC_MAX_BODY_BYTES": str(BODY_LIMIT),
-        "MMC_MAX_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT), "MMC_RETRY_AFTER_SECONDS": "4"})
+        "MMC_MAX_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT), "MMC_RETRY_AFTER_SECONDS": "4",
+        "MMC_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT)})
     yield deployment
     deployment.close()
 
@@ -95,6 +97,23 @@ def test_bodies_in_flight_are_bounded_per_process(deployment):
         if response.status_code != 503 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
+    assert response.status_code in (200, 201), response.text
+
+
+def test_a_stalled_body_is_answered_408_and_releases_its_reservation(deployment):
+    # 60 MiB declared, one byte sent, then nothing: after READ_TIMEOUT seconds without bytes the
+    # request ends with 408, and its reservation with it. Before, the declared bytes stayed
+    # reserved while the client held the connection, and every other upload got 503.
+    for _ in range(2):  # the second would be a 503 if the first had kept its reservation
+        stalled = raw_request(deployment.url, "/v1/datasets", AUTH, b"[", 60 * 2**20)
+        try:
+            status, _, problem = read_answer(stalled)
+        finally:
+            stalled.close()
+        assert status == 408, problem
+        assert "MMC_BODY_READ_TIMEOUT_SECONDS" in problem["detail"]
+    response = httpx.post(f"{deployment.url}/v1/datasets", json={"X": [[1.0, 2.0], [3.0, 4.0]]},
+                          headers=AUTH, timeout=30)
     assert response.status_code in (200, 201), response.text
 
 

@@ -307,3 +307,106 @@ def test_a_page_offset_beyond_the_store_is_422(deployment, offset):
     response = httpx.get(f"{deployment.url}/v1/jobs", params={"offset": offset}, timeout=30)
     assert_problem(response, 422)
     assert response.json()["errors"][0]["field"] == "query.offset"
+
+
+# -- found by a fuzzing pass: 500s, and jobs accepted that could only fail -------------------------
+
+
+def post_json(deployment, path: str, body: str | dict) -> httpx.Response:
+    content = body if isinstance(body, str) else json.dumps(body)
+    return httpx.post(f"{deployment.url}{path}", content=content,
+                      headers={"content-type": "application/json"}, timeout=30)
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/datasets"])
+def test_an_integer_literal_beyond_python_s_digit_cap_is_422(deployment, path):
+    huge = "1" + "0" * 5000  # int() refuses more than 4,300 digits: this was a 500
+    rows = f"[[{huge}, 1], [2, 3], [4, 5]]"
+    body = ('{"algorithm": {"name": "itersvr"}, "data": {"X": ' + rows + "}}"
+            if path == "/v1/jobs" else '{"X": ' + rows + "}")
+    assert_problem(post_json(deployment, path, body), 422, "4,300 digits")
+
+
+def test_npy_header_with_a_syntax_error_is_422(deployment):
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, }"
+    header += " " * (117 - len(header)) + "\n"
+    payload = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=payload + b"\0" * 48,
+                          headers={"content-type": "application/x-npy"}, timeout=30)
+    assert_problem(response, 422, "not a readable .npy")
+
+
+@pytest.mark.parametrize("name", ["itersvr", "svc"])
+def test_values_whose_squares_overflow_are_422_at_submit_and_at_predict(deployment, name):
+    X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
+    job = {"algorithm": {"name": name, "params": {"random_state": 0}},
+           "data": {"X": (X * 1e200).tolist()}}
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "magnitude", "rescale")
+    job["data"]["X"] = X.tolist()
+    result = run_job(deployment.url, job)
+    response = post_json(deployment, f"/v1/models/{result['model_id']}/predict",
+                         {"X": [[1e200, 1.0]]})  # svc's neighbour search answered 500
+    assert_problem(response, 422, "magnitude")
+
+
+def test_m3n_symbols_are_bounded_at_submit_and_at_predict(deployment):
+    sequences = [[0, 1, 1, 0, 1], [1, 0, 0, 1]]
+    job = {"algorithm": {"name": "m3n", "params": {"random_state": 0}},
+           "data": {"sequences": [[0, 1, 10**9, 0]] * 2}}  # asked a worker for 15 GB
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "999,999", "re-index")
+    job["data"]["sequences"] = [[0]]  # one position, two states
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "fewer than n_states=2")
+    job["data"]["sequences"] = sequences
+    result = run_job(deployment.url, job)
+    url = f"/v1/models/{result['model_id']}/predict"
+    for symbol in (2**63, 10**30):  # an OverflowError (500) before
+        body = '{"sequences": [[0, ' + str(symbol) + ", 1]]}"
+        assert_problem(post_json(deployment, url, body), 422)
+
+
+@pytest.mark.parametrize(("name", "params", "y", "words"), [
+    ("sdp_mmc", {}, [5] + [-1] * 29, ("-1 (unknown) or 0..1", "[5]")),
+    ("sdp_mmc", {}, [2**63] + [-1] * 29, ("from -9223372036854775808",)),
+    ("robust_svm", {}, [0] * 10 + [1] * 10 + [2] * 10, ("exactly two classes, got 3",)),
+])
+def test_labels_a_worker_could_only_fail_on_are_422(deployment, name, params, y, words):
+    X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
+    job = {"algorithm": {"name": name, "params": params}, "data": {"X": X.tolist(), "y": y}}
+    body = assert_problem(post_json(deployment, "/v1/jobs", job), 422, *words)
+    assert body["errors"][0]["field"] == "body.data.y"
+
+
+def test_svc_with_c_below_one_over_n_is_422(deployment):
+    X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
+    job = {"algorithm": {"name": "svc", "params": {"C": 1e-9}}, "data": {"X": X.tolist()}}
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "below 1/N")
+
+
+@pytest.mark.parametrize(("body", "rows"), [
+    ("\ufeff1,2\n3,4\n", 2),  # a byte order mark and no header: the first row was dropped
+    ("\ufeffx,y\n1,2\n3,4\n", 2),
+    ('"a","b"\n1,2\n3,4\n', 2),
+])
+def test_csv_keeps_every_row_of_numbers(deployment, body, rows):
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=body.encode(),
+                          headers={"content-type": "text/csv"}, timeout=30)
+    assert response.status_code in (200, 201), response.text
+    assert response.json()["n_samples"] == rows
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ("1,,2\n3,4,5\n", ("numbers only",)),  # a gap in the first row: not a header
+    ("0x10,2\n3,4\n", ("0x10",)),
+    ('"1,2\n3,4\n', ("could not be read",)),  # an unterminated quote, not "is empty"
+])
+def test_csv_rows_mixing_numbers_and_text_are_422_not_dropped(deployment, body, words):
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=body.encode(),
+                          headers={"content-type": "text/csv"}, timeout=30)
+    assert_problem(response, 422, *words)
+
+
+def test_a_json_body_may_start_with_a_byte_order_mark(deployment):
+    body = "\ufeff" + json.dumps({"X": [[0.0, 1.0], [2.0, 3.0]]})
+    response = httpx.post(f"{deployment.url}/v1/datasets", content=body.encode(),
+                          headers={"content-type": "application/json"}, timeout=30)
+    assert response.status_code in (200, 201), response.text

@@ -80,9 +80,8 @@ def _predict(model_id: str, body: PredictRequest, request: Request, caller: str)
         if positions > limit:
             raise field_error(422, "body.sequences", f"{positions} positions exceed "
                               f"MMC_MAX_PREDICT_ROWS={limit}; split the request", "too_many_rows")
-        data = [np.asarray(s, dtype=np.int64) for s in body.sequences]
-        try:
-            labels = estimator.predict(data)
+        try:  # predict validates the symbols (range, integer type) itself
+            labels = estimator.predict(body.sequences)
         except ValueError as exc:
             raise field_error(422, "body", str(exc)) from None
         return {"model_id": model_id, "labels": _as_list(labels), "decision_values": None}
