@@ -221,7 +221,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
                      f"solver='cvxpy', {sdp_mmc_max_n(3, multiclass='joint')} for "
                      "multiclass='joint' with more than two clusters"),
         check_labels=lambda params, y: sdp_mmc_partial_labels_problem(
-            params.n_clusters, params.multiclass, y),
+            params.n_clusters, params.multiclass, y, params.class_balance),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(

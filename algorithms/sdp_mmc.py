@@ -490,11 +490,32 @@ def label_range_problem(labels, n_clusters: int) -> str | None:
     return None
 
 
-def partial_labels_problem(n_clusters: int, multiclass: str, labels) -> str | None:
+def label_balance_problem(labels, n_clusters: int, class_balance: float) -> str | None:
+    """Why partial labels (in range) leave the balance constraint no solution, or None: a class
+    given more points than its largest allowed size, ``(1 + class_balance) n / 2`` of (3.5)'s
+    ``|e^T y| <= class_balance n`` for two clusters and ``(1/k + class_balance) n`` of (4.8)'s
+    for more."""
+    labels = np.asarray(labels)
+    n = labels.size
+    largest = ((1.0 + class_balance) * n / 2.0 if n_clusters == 2
+               else (1.0 / n_clusters + class_balance) * n)
+    counts = np.bincount(labels[labels >= 0], minlength=n_clusters)
+    cluster = int(np.argmax(counts))
+    if counts[cluster] > largest + 1e-9:
+        return (f"the partial labels put {counts[cluster]} of {n} points in cluster {cluster}, "
+                f"more than class_balance={class_balance} allows ({largest:.1f}); raise "
+                "class_balance or label fewer points")
+    return None
+
+
+def partial_labels_problem(n_clusters: int, multiclass: str, labels,
+                           class_balance: float) -> str | None:
     """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
-    is ``-1`` or a cluster ``0..n_clusters-1``, and with more than two clusters only the
-    multi-class SDP (4.8) takes them (thesis section 4.3)."""
-    if labels is not None and (problem := label_range_problem(labels, n_clusters)):
+    is ``-1`` or a cluster ``0..n_clusters-1``, no cluster holds more labelled points than the
+    balance allows, and with more than two clusters only the multi-class SDP (4.8) takes them
+    (thesis section 4.3)."""
+    if labels is not None and (problem := label_range_problem(labels, n_clusters)
+                               or label_balance_problem(labels, n_clusters, class_balance)):
         return problem
     if (n_clusters > 2 and multiclass != "joint" and labels is not None
             and np.any(np.asarray(labels) >= 0)):
@@ -659,8 +680,6 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         labels = check_partial_labels(y, n)
         if labels is None or not np.any(labels >= 0):
             return None
-        if problem := label_range_problem(labels, self.n_clusters):
-            raise ValueError(problem)
         return labels
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
@@ -679,7 +698,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                            else resolve_gamma(X, self.gamma, random_state=self.random_state))
         else:
             self.gamma_ = 0.0
-        problem = partial_labels_problem(k, self.multiclass, labels)
+        problem = partial_labels_problem(k, self.multiclass, labels, self.class_balance)
         if problem:
             raise ValueError(problem)
         joint = k > 2 and (self.multiclass == "joint" or labels is not None)

@@ -261,9 +261,22 @@ def test_partial_labels_outside_the_clusters_are_rejected():
 
 def test_infeasible_sdp_raises_with_the_solver_status():
     # Every point labeled class 0 forces M = ee^T (S1), whose row sums n break the balance bound.
+    from algorithms.sdp_mmc import solve_two_class_sdp
+
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
+    K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))
     with pytest.raises(SDPSolverError, match="infeasible"):
-        SDPMMC().fit(X, np.zeros(30, dtype=int))
+        solve_two_class_sdp(K, beta=1.0, limit=3.0, y_partial=np.ones(30))
+
+
+@pytest.mark.parametrize(("k", "multiclass", "labels"), [
+    (2, "bisection", [0] * 30),  # the solver found the SDP infeasible after its iterations
+    (3, "joint", [2] * 20 + [-1] * 10),
+])
+def test_labels_that_break_the_balance_are_refused_before_any_solve(k, multiclass, labels):
+    X, _ = make_blobs(n_samples=30, centers=k, random_state=0)
+    with pytest.raises(ValueError, match=r"more than class_balance=0\.1 allows"):
+        SDPMMC(n_clusters=k, multiclass=multiclass).fit(X, np.array(labels))
 
 
 def test_inaccurate_solve_is_reported_in_warnings():

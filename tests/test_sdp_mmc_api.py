@@ -48,15 +48,15 @@ def test_sdp_mmc_semi_supervised_job_takes_partial_labels_in_data_y(service_url)
     assert np.mean(labels[unknown] != y[unknown]) <= 0.043 + 1e-9  # thesis Table 3.2: 3.3 %
 
 
-def test_infeasible_sdp_ends_as_a_failed_job_with_the_solver_message(service_url):
-    # All points labeled class 0: S1 forces M = ee^T, which breaks the class balance bound.
+def test_labels_that_make_the_sdp_infeasible_are_a_422_not_a_failed_job(service_url):
+    # All points labeled class 0: S1 forces M = ee^T, which breaks the class balance bound. The
+    # job used to run and fail with the solver's "infeasible"; the count of labels says so first.
     X, _ = two_gaussians(n=30, seed=2)
     payload = {"algorithm": {"name": "sdp_mmc", "params": {}},
                "data": {"X": X.tolist(), "y": [0] * 30}}
-    final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
-    assert final["status"] == "failed"
-    assert final["error"]["type"] == "SDPSolverError"
-    assert "infeasible" in final["error"]["message"] and "lowrank" in final["error"]["message"]
+    response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
+    assert response.status_code == 422, response.text
+    assert "raise class_balance or label fewer points" in response.json()["detail"]
 
 
 def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
