@@ -264,6 +264,21 @@ class CDHMMRelaxation:
     warnings: list[str]  # reduced-accuracy notes from check_solver_status
 
 
+def exact_relaxation_problem(n_positions: int, n_pairs: int, n_states: int,
+                             class_balance: float, pair_balance: float) -> str | None:
+    """Why the relaxation (5.24)-(5.27) has no feasible point for this many positions and
+    adjacent pairs, or None: a row of ``M`` (of ``N``) holds its diagonal 1, so the largest row
+    sum the balance (5.25) (its pair analogue) allows must be at least 1."""
+    if (1.0 / n_states + class_balance) * n_positions < 1.0:
+        return (f"method='exact' needs (1/n_states + class_balance) x positions >= 1; "
+                f"{n_positions} positions give less: send more positions or raise class_balance")
+    if n_pairs and (1.0 / n_states**2 + pair_balance) * n_pairs < 1.0:
+        return (f"method='exact' needs (1/n_states^2 + pair_balance) x adjacent pairs >= 1; "
+                f"{n_pairs} pairs give less: send longer sequences, raise pair_balance or use "
+                "method='alternating'")
+    return None
+
+
 def solve_cdhmm_relaxation(
     batch: SequenceBatch,
     n_states: int,
@@ -682,6 +697,9 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _fit_exact(self, batch: SequenceBatch, rng, progress):
         k, V = self.n_states, self.n_symbols_
+        if problem := exact_relaxation_problem(batch.n_positions, batch.prev.size, k,
+                                               self.class_balance, self.pair_balance):
+            raise ValueError(problem)
         report(progress, 0, None, f"solving the CDHMM relaxation over {batch.n_positions} "
                "positions")
         relaxation = solve_cdhmm_relaxation(

@@ -18,7 +18,7 @@ from algorithms.base import AlgorithmParams
 from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
-from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams
+from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams, exact_relaxation_problem
 from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
 from algorithms.sdp_mmc import SDPMMC, SDPMMCParams
 from algorithms.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
@@ -62,6 +62,8 @@ class AlgorithmSpec:
     check_labels: Callable[[AlgorithmParams, list[int]], str | None] | None = None
     # A 422 message when n points (or positions) cannot be fitted with these parameters, else None.
     check_size: Callable[[AlgorithmParams, int], str | None] | None = None
+    # The same for sequence input, given the sequences.
+    check_sequences: Callable[[AlgorithmParams, list[list[int]]], str | None] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def queue_for(self, params: AlgorithmParams) -> QueueName:
@@ -245,6 +247,10 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
         limits_rule="method='exact': queue slow, max_n 200 positions; otherwise queue fast, "
                     "max_n 200,000 positions",
+        check_sequences=lambda params, sequences: None if params.method != "exact" else (
+            exact_relaxation_problem(sum(map(len, sequences)),
+                                     sum(len(seq) - 1 for seq in sequences), params.n_states,
+                                     params.class_balance, params.pair_balance)),
         notes={"max_n": "total positions over all sequences"},
     ),
     AlgorithmSpec(

@@ -112,6 +112,9 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
             raise field_error(422, "body.data.sequences", f"has {positions} positions in all, "
                               f"fewer than n_states={n_states}: send more positions or fewer "
                               "states")
+        if spec.check_sequences is not None and (
+                problem := spec.check_sequences(params, data.sequences)):
+            raise field_error(422, "body.data.sequences", problem)
         y = _labels(spec, params, data.y, n)
         return PreparedInput(n, None, sequences=data.sequences, y=y)
 

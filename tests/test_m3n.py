@@ -217,6 +217,18 @@ def test_exact_path_raises_the_shared_solver_error_with_the_status():
                                pair_epsilon=0.3, solver="MOSEK")
 
 
+@pytest.mark.parametrize(("sequences", "n_states", "words"), [
+    ([[0, 1]], 2, "1 pairs"),  # SCS reported the relaxation infeasible
+    ([[0, 1, 1]], 3, "2 pairs"),
+])
+def test_exact_path_refuses_too_few_pairs_for_its_balance_before_solving(sequences, n_states,
+                                                                         words):
+    with pytest.raises(ValueError, match=words):
+        UnsupervisedM3N(n_states, method="exact").fit(sequences)
+    # Three sequences of two symbols (3 pairs) are feasible at k = 3.
+    UnsupervisedM3N(3, method="exact", random_state=0).fit([[0, 1], [1, 0], [0, 1]])
+
+
 def test_model_labels_a_held_out_sequence_about_as_well_as_its_training_data():
     sequences, states = sample_switching_hmm(DATA1, random_state=11)
     truth = np.concatenate(states)
