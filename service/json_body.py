@@ -198,11 +198,13 @@ def _matrix(src: _Source, i: int, field: str) -> tuple[_Blocks | list, int]:
     rows: list[Any] = []
     width = None
     n = 0
-    literals = False  # true/false: numpy would take them for 1.0/0.0 (no number has a t or f)
+    # true/false and strings: numpy would take them for 1.0/0.0 and parse "1.5" (no JSON number
+    # holds a t, an f or a quote), so a block with any of them is checked row by row.
+    literals = False
     while True:
         row, i = src.decode(i)
         rows.append(row)
-        literals = literals or src.last_has("t", "f")
+        literals = literals or src.last_has("t", "f", '"')
         if len(rows) == _ROWS_PER_BLOCK:
             blocks.append(_block(rows, n, field, width, literals))
             literals = False

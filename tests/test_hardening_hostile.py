@@ -422,3 +422,12 @@ def test_m3n_exact_on_too_few_pairs_is_422_not_an_infeasible_job(deployment):
            "data": {"sequences": [[0, 1]]}}
     assert_problem(post_json(deployment, "/v1/jobs", job), 422, "pair_balance",
                    "method='alternating'")
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/datasets"])
+def test_numbers_in_quotes_are_422_as_the_readme_says_strings_are(deployment, path):
+    rows = '[[0, 0], [1, 1], [2, 2], ["3", "3.5"]]'  # numpy parsed them as numbers: a 202
+    body = ('{"algorithm": {"name": "itersvr"}, "data": {"X": ' + rows + "}}"
+            if path == "/v1/jobs" else '{"X": ' + rows + "}")
+    problem = assert_problem(post_json(deployment, path, body), 422, "valid number")
+    assert problem["errors"][0]["field"].endswith("X.3.0")
