@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from scipy.optimize import linear_sum_assignment
+from scipy.sparse.linalg import eigsh
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -416,8 +417,20 @@ def balanced_signs(scores: np.ndarray, limit: float) -> np.ndarray:
 
 def psd_factor(M: np.ndarray, rank: int | None = None) -> np.ndarray:
     """``V`` with ``V V^T ~ M``: eigenvectors scaled by ``sqrt`` of the non-negligible eigenvalues
-    (the largest ``rank`` of them when given), largest first."""
-    eigvals, eigvecs = np.linalg.eigh((M + M.T) / 2.0)
+    (the largest ``rank`` of them when given), largest first. With ``rank`` only those
+    eigenpairs are computed, by Lanczos from a fixed start: a label matrix of 1,040 points has
+    rank 1-8, and all its eigenpairs took 0.2-0.9 s against 0.01-0.02 s (LAPACK's evr, for one
+    eigenpair, took 1.8 s on that matrix's cluster of zero eigenvalues)."""
+    symmetric = (M + M.T) / 2.0
+    n = symmetric.shape[0]
+    if rank is not None and n > 4 * rank + 20:
+        # A fixed random start: ones would be orthogonal to a balanced labeling's y (M e = 0).
+        start = np.random.default_rng(0).standard_normal(n)
+        eigvals, eigvecs = eigsh(symmetric, k=rank, which="LA", v0=start)
+        order = np.argsort(eigvals)
+        eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+    else:
+        eigvals, eigvecs = np.linalg.eigh(symmetric)
     eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
     keep = eigvals > max(eigvals[0], 0.0) * 1e-6
     if rank is not None:

@@ -964,8 +964,8 @@ class TwoClassLowRank:
 
 def solve_two_class_lowrank(
     K: np.ndarray, *, beta: float, limit: float, y_partial: np.ndarray | None = None,
-    tol: float = 1e-4, max_iter: int = 300, rank: int | None = None, random_state=0,
-    on_iteration=None,
+    groups: np.ndarray | None = None, tol: float = 1e-4, max_iter: int = 300,
+    rank: int | None = None, random_state=0, on_iteration=None,
 ) -> TwoClassLowRank:
     """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
 
@@ -977,6 +977,12 @@ def solve_two_class_lowrank(
     ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by
     construction: the labeled rows of the factor are ``y_i`` times one shared row) and S2
     ``sum_{labeled i} M_ij >= 2 - t`` for each unlabeled ``j``.
+
+    With ``groups`` (one id per point; not with ``y_partial``) ``M`` is held constant on each
+    pair of groups, ``M_ij = 1`` within one: the relaxation of the labelings that keep every
+    group whole, as recursive bisection asks of its guide's clusters. The factor then has one
+    row per group (``Z = T W T^T`` as for S1): the five splits of six 1:5 blobs (1,040 points)
+    took 14.4 s over the points and 2.1 s over the groups.
     """
     n = K.shape[0]
     everyone = np.arange(n)
@@ -1003,8 +1009,13 @@ def solve_two_class_lowrank(
             column[known] = 0
             sign = np.where(y_partial == 0, 1.0, y_partial * y_partial[known[0]])
             T = sp.csr_matrix((sign, (everyone, column)), shape=(n, free.size))
+    if groups is not None:
+        if y_partial is not None:
+            raise ValueError("give partial labels or groups, not both")
+        _, free, group_of = np.unique(groups, return_index=True, return_inverse=True)
+        T = sp.csr_matrix((np.ones(n), (everyone, group_of)), shape=(n, free.size))
     constraints = map_constraints(Constraints(*blocks), T)
-    r = rank or default_rank(n, n)
+    r = min(rank or default_rank(n, n), free.size)
     rng = check_random_state(random_state)
     W0 = spectral_start(K, r, rng)[free]
     objective = MappedObjective(MarginObjective(K, beta), T)

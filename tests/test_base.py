@@ -177,6 +177,19 @@ def test_fits_whose_splits_reach_one_or_two_points_give_every_cluster(name, n, k
     assert np.unique(model.labels_).size == k
 
 
+def test_psd_factor_of_given_rank_matches_the_full_decomposition():
+    from algorithms.base import psd_factor
+
+    # A balanced labeling: y is orthogonal to e, a start Lanczos must not use.
+    y = np.repeat([1.0, -1.0], 60)
+    np.testing.assert_allclose(np.abs(psd_factor(np.outer(y, y), rank=1)[:, 0]), 1.0)
+    A = np.random.default_rng(1).normal(size=(300, 300))
+    A = A @ A.T
+    values, vectors = np.linalg.eigh(A)
+    full = vectors[:, ::-1][:, :3] * np.sqrt(values[::-1][:3])
+    np.testing.assert_allclose(np.abs(psd_factor(A, rank=3)), np.abs(full), atol=1e-8)
+
+
 def test_leading_eigenvector_recovers_labels_from_outer_product():
     y = np.array([1, 1, -1, 1, -1, -1.0])
     labels, scores = labels_from_leading_eigenvector(np.outer(y, y))

@@ -89,6 +89,29 @@ def test_two_class_sdp_with_s1_s2_matches_clarabel():
     assert np.all(low.M[known][:, unknown].sum(axis=0) >= 2 - known.size - 1e-3)
 
 
+def test_two_class_sdp_over_groups_keeps_each_group_whole_and_bounds_from_above():
+    # M constant on each pair of groups (1 within one): the relaxation restricted to labelings
+    # of whole groups, so its omega is at least the unrestricted one; singleton groups are no
+    # restriction at all.
+    n = 40
+    K = _random_two_class(5, n)
+    limit = balance_limit(n, 0.2)
+    free = solve_two_class_lowrank(K, beta=0.01, limit=limit, tol=1e-6)
+    groups = np.repeat(np.random.default_rng(5).permutation(8), 5)
+    grouped = solve_two_class_lowrank(K, beta=0.01, limit=limit, groups=groups, tol=1e-6)
+    G = np.eye(8)[groups]
+    Z = G.T @ grouped.M @ G / np.outer(G.sum(0), G.sum(0))  # block means
+    np.testing.assert_allclose(grouped.M, G @ Z @ G.T, atol=1e-8)
+    np.testing.assert_allclose(np.diag(Z), 1.0, atol=1e-6)
+    assert grouped.omega >= free.omega * (1 - 1e-4)
+    singletons = solve_two_class_lowrank(K, beta=0.01, limit=limit, groups=np.arange(n),
+                                         tol=1e-6)
+    assert singletons.omega == pytest.approx(free.omega, rel=1e-4)
+    with pytest.raises(ValueError, match="not both"):
+        solve_two_class_lowrank(K, beta=0.01, limit=limit, groups=groups,
+                                y_partial=np.zeros(n))
+
+
 def test_estimator_reports_the_certificate_in_result_extras():
     X, _ = make_blobs(n_samples=60, centers=2, random_state=4)
     model = SDPMMC(random_state=0).fit(X)
