@@ -178,6 +178,16 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
     spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
     if not np.any(spread > 0):
         raise ValueError("all points in X are identical: there is nothing to cluster")
+    if not sp.issparse(X) and n_clusters > 2:
+        # Identical points belong together: fewer distinct points than clusters leaves some
+        # cluster to be made by cutting a set of identical points (a bisection leaf of one
+        # repeated point has no kernel to split by).
+        distinct = np.unique(X, axis=0).shape[0]
+        if distinct < n_clusters:
+            raise ValueError(
+                f"X has {distinct} distinct points, fewer than n_clusters={n_clusters}: "
+                "identical points belong to one cluster; ask for at most that many clusters"
+            )
     if spread.max() < MIN_SPREAD:
         raise ValueError(
             f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "

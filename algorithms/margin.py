@@ -120,15 +120,17 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
     sample = np.arange(n)
     if n > sample_size:
         sample = np.sort(check_random_state(random_state).choice(n, sample_size, replace=False))
-    Z = kernel_features(margin_kernel(K_raw[np.ix_(sample, sample)]))
-    objectives: dict[str, float] = {}
-    for name, labels in distinct.items():
-        y = np.where(labels[sample] == labels[0], 1.0, -1.0)
-        if np.unique(y).size == 2:  # a cluster the sample misses cannot be scored: left out
-            objectives[name] = two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
-    if not objectives:
+    signs = {name: np.where(labels[sample] == labels[0], 1.0, -1.0)
+             for name, labels in distinct.items()}
+    # A cluster the sample misses cannot be scored: that candidate is left out.
+    signs = {name: y for name, y in signs.items() if np.unique(y).size == 2}
+    K = center_kernel(K_raw[np.ix_(sample, sample)])
+    if not signs or np.trace(K) <= 0:  # nothing to score, or a sample of one repeated point
         name, labels = next(iter(distinct.items()))
         return MarginChoice(labels, name, {})
+    Z = kernel_features(K / unit_trace_scale(K))
+    objectives = {name: two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
+                  for name, y in signs.items()}
     chosen = min(objectives, key=objectives.__getitem__)  # the first of equal values
     return MarginChoice(distinct[chosen], chosen, objectives)
 

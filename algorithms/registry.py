@@ -200,6 +200,12 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 4_000,
         limits_rule="max_n = 1,500 with kernel_learning, else 4,000",
+        # The seed's widths are fractions of the range of pairwise distances: two points have
+        # one distance and no range.
+        check_size=lambda params, n: (
+            "gamma='seed' and kernel_learning take their widths from the range of pairwise "
+            "distances, which needs at least 3 points" if n < 3 and (
+                params.gamma == "seed" or params.kernel_learning) else None),
     ),
     AlgorithmSpec(
         name="sdp_mmc",

@@ -5,7 +5,8 @@ exhaust an API container. Here every request holds a slot (``MMC_MAX_CONCURRENT_
 reserves its declared ``Content-Length`` (or what it has streamed so far) against
 ``MMC_MAX_BODY_BYTES_IN_FLIGHT``; a request that does not fit is answered at once with 503 and
 Retry-After, before its body is read.
-Health probes and metrics are exempt, so an overloaded process still reports its state.
+Health probes and metrics are exempt, so an overloaded process still reports its state, and so
+are long polls, which hold no body and wait on Redis.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ import json
 from service.problems import PROBLEM_MEDIA_TYPE
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def _is_long_poll(scope) -> bool:
+    """A ``GET`` with ``wait`` (``/v1/jobs/{id}?wait=S``): it has no body and idles on a Redis
+    subscription for up to a minute. Counted, 64 waiting callers (console tabs poll this way)
+    took every slot and refused submits, cancels and predicts with 503."""
+    return scope["method"] == "GET" and any(
+        part.split(b"=", 1)[0] == b"wait" for part in scope["query_string"].split(b"&"))
 
 
 class AdmissionLimitMiddleware:
@@ -36,7 +45,7 @@ class AdmissionLimitMiddleware:
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
+        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or _is_long_poll(scope):
             return await self.app(scope, receive, send)
         if self.requests >= self.max_requests:
             return await self._refuse(scope, send, f"this API process is serving "

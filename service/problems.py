@@ -17,9 +17,9 @@ log = logging.getLogger(__name__)
 
 _TITLES = {
     400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
-    409: "Conflict", 413: "Content too large", 415: "Unsupported media type",
-    422: "Invalid request", 429: "Too many requests", 500: "Internal server error",
-    503: "Service unavailable",
+    408: "Request timeout", 409: "Conflict", 413: "Content too large",
+    415: "Unsupported media type", 422: "Invalid request", 429: "Too many requests",
+    500: "Internal server error", 503: "Service unavailable",
 }
 
 

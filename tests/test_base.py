@@ -158,6 +158,33 @@ def test_clustering_input_needs_enough_distinct_points():
         check_clustering_input(np.array([[0.0], [1e-300], [2e-300]]), 2)
 
 
+def test_fewer_distinct_points_than_clusters_are_refused():
+    # 10 x (0, 0) and 10 x (1, 1) in three clusters: sdp_mmc failed on a leaf of one repeated
+    # point, itersvr and gmmc gave identical points different labels.
+    X = np.repeat([[0.0, 0.0], [1.0, 1.0]], 10, axis=0)
+    with pytest.raises(ValueError, match="2 distinct points, fewer than n_clusters=3"):
+        check_clustering_input(X, 3)
+    check_clustering_input(X, 2)
+
+
+def test_margin_choice_survives_a_sample_of_one_repeated_point():
+    # 1,999 identical points and one other: the 1,000-point sample that scores candidates may
+    # hold only the repeated point, whose centred kernel is zero (sdp_mmc failed after 10 min).
+    from algorithms.margin import lowest_margin_labeling
+
+    sampled = np.random.RandomState(0).choice(2000, 1000, replace=False)
+    other = np.setdiff1d(np.arange(2000), sampled)[0]  # a point the sample leaves out
+    K = np.ones((2000, 2000))
+    K[other, :] = K[:, other] = 0.5
+    K[other, other] = 1.0
+    odd = np.zeros(2000, dtype=int)
+    odd[other] = 1
+    cut = np.zeros(2000, dtype=int)
+    cut[:700] = 1
+    choice = lowest_margin_labeling(K, {"odd": odd, "cut": cut}, 0.01, random_state=0)
+    assert choice.chosen in ("odd", "cut") and choice.objectives == {}
+
+
 def test_sparse_matrices_are_held_to_the_same_magnitude():
     from scipy import sparse
 

@@ -21,6 +21,7 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 BODY_LIMIT = 80 * 2**20
 IN_FLIGHT = 100 * 2**20
 READ_TIMEOUT = 5
+MAX_REQUESTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def deployment(tmp_path_factory):
     deployment = Deployment(tmp_path_factory.mktemp("bodies"), {
         "MMC_API_KEYS": f"acme:{KEY}", "MMC_MAX_BODY_BYTES": str(BODY_LIMIT),
         "MMC_MAX_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT), "MMC_RETRY_AFTER_SECONDS": "4",
-        "MMC_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT)})
+        "MMC_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT),
+        "MMC_MAX_CONCURRENT_REQUESTS": str(MAX_REQUESTS)})
     yield deployment
     deployment.close()
 
@@ -110,11 +112,36 @@ def test_a_stalled_body_is_answered_408_and_releases_its_reservation(deployment)
             status, _, problem = read_answer(stalled)
         finally:
             stalled.close()
-        assert status == 408, problem
+        assert status == 408 and problem["title"] == "Request timeout", problem
         assert "MMC_BODY_READ_TIMEOUT_SECONDS" in problem["detail"]
     response = httpx.post(f"{deployment.url}/v1/datasets", json={"X": [[1.0, 2.0], [3.0, 4.0]]},
                           headers=AUTH, timeout=30)
     assert response.status_code in (200, 201), response.text
+
+
+def test_long_polls_do_not_hold_request_slots(deployment):
+    # MAX_REQUESTS callers waiting on a running job: other requests are still served. Counted
+    # against MMC_MAX_CONCURRENT_REQUESTS, the waiters made every other request a 503.
+    X = np.random.default_rng(0).normal(size=(1500, 2))  # an SDP of seconds, on the slow queue
+    job = httpx.post(f"{deployment.url}/v1/jobs", headers=AUTH, timeout=60, json={
+        "algorithm": {"name": "sdp_mmc", "params": {"random_state": 0}},
+        "data": {"X": X.tolist()}}).json()
+    url = f"{deployment.url}/v1/jobs/{job['id']}"
+    waiters = [threading.Thread(target=httpx.get, args=(f"{url}?wait=8",),
+                                kwargs={"headers": AUTH, "timeout": 30})
+               for _ in range(MAX_REQUESTS)]
+    try:
+        for waiter in waiters:
+            waiter.start()
+        time.sleep(1.0)  # the waiters are admitted and waiting (no timing is asserted)
+        waiting = httpx.get(url, headers=AUTH, timeout=30).json()["status"]
+        listed = httpx.get(f"{deployment.url}/v1/algorithms", headers=AUTH, timeout=30)
+        assert listed.status_code == 200, listed.text
+        assert waiting in ("queued", "running"), waiting  # the polls were still waiting
+    finally:
+        httpx.delete(url, headers=AUTH, timeout=30)
+        for waiter in waiters:
+            waiter.join()
 
 
 def large_body(target_bytes: int) -> tuple[bytes, int]:

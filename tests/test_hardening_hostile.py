@@ -431,3 +431,15 @@ def test_numbers_in_quotes_are_422_as_the_readme_says_strings_are(deployment, pa
             if path == "/v1/jobs" else '{"X": ' + rows + "}")
     problem = assert_problem(post_json(deployment, path, body), 422, "valid number")
     assert problem["errors"][0]["field"].endswith("X.3.0")
+
+
+def test_gmmc_seed_widths_on_two_points_are_422(deployment):
+    job = {"algorithm": {"name": "gmmc", "params": {"gamma": "seed"}},
+           "data": {"X": [[0.0, 0.0], [1.0, 1.0]]}}
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "at least 3 points")
+
+
+def test_an_empty_idempotency_key_is_422_not_a_key_for_a_day(deployment):
+    response = httpx.post(f"{deployment.url}/v1/jobs", json=blobs_job(),
+                          headers={"Idempotency-Key": ""}, timeout=30)
+    assert_problem(response, 422)

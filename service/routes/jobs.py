@@ -48,7 +48,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         request: Request,
         response: Response,
         caller: Annotated[str, Depends(owner)],
-        idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
     ):
         """Queue a job. With ``Idempotency-Key``, the same key and body return the same job and
         the same key with another body is a 409."""
