@@ -178,12 +178,17 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
     spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
     if not np.any(spread > 0):
         raise ValueError("all points in X are identical: there is nothing to cluster")
+    if spread.max() < MIN_SPREAD:
+        raise ValueError(
+            f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "
+            "squared distances underflow; rescale X (for example, standardize it)"
+        )
     if not sp.issparse(X) and n_clusters > 2:
-        # Identical points belong together: fewer distinct points than clusters leaves some
-        # cluster to be made by cutting a set of identical points (a bisection leaf of one
-        # repeated point has no kernel to split by).
-        # Distinct values of a random projection never exceed distinct rows, and are 20x
-        # cheaper to count (200,000 x 64: 1 s for the rows); the rows only when they fall short.
+        # Identical points belong together: with fewer distinct points than clusters some
+        # cluster would cut a set of identical points (a bisection leaf of one repeated point
+        # has no kernel to split by). Distinct values of a random projection never exceed the
+        # distinct rows and are 20x cheaper to count (200,000 x 64: 1 s for the rows); the rows
+        # are counted only when the projection falls short.
         projection = X @ np.random.default_rng(0).standard_normal(X.shape[1])
         distinct = np.unique(projection).size
         if distinct < n_clusters:
@@ -193,11 +198,6 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
                 f"X has {distinct} distinct points, fewer than n_clusters={n_clusters}: "
                 "identical points belong to one cluster; ask for at most that many clusters"
             )
-    if spread.max() < MIN_SPREAD:
-        raise ValueError(
-            f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "
-            "squared distances underflow; rescale X (for example, standardize it)"
-        )
 
 
 def check_partial_labels(y: Any, n_samples: int) -> np.ndarray | None:

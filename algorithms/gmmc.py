@@ -1018,8 +1018,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         def split_leaf(index: np.ndarray) -> LeafSplit:
             S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)],
                                                    self.degree_regularization))
-            groups = None if guide is None else guide[index]
-            n_groups = 0 if groups is None else np.unique(groups).size
+            groups = guide[index]
+            n_groups = np.unique(groups).size
             if 2 <= n_groups <= EXACT_SPLIT_MAX_GROUPS:
                 solution = split_whole_groups(S, groups, self.C_e)
             elif n_groups > EXACT_SPLIT_MAX_GROUPS:

@@ -124,11 +124,14 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
              for name, labels in distinct.items()}
     # A cluster the sample misses cannot be scored: that candidate is left out.
     signs = {name: y for name, y in signs.items() if np.unique(y).size == 2}
-    K = center_kernel(K_raw[np.ix_(sample, sample)])
-    if not signs or np.trace(K) <= 0:  # nothing to score, or a sample of one repeated point
-        name, labels = next(iter(distinct.items()))
-        return MarginChoice(labels, name, {})
-    Z = kernel_features(K / unit_trace_scale(K))
+    first = next(iter(distinct))
+    if not signs:
+        return MarginChoice(distinct[first], first, {})
+    try:
+        K = margin_kernel(K_raw[np.ix_(sample, sample)])
+    except ValueError:  # a sample of one repeated point: no self-similarity to score by
+        return MarginChoice(distinct[first], first, {})
+    Z = kernel_features(K)
     objectives = {name: two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
                   for name, y in signs.items()}
     chosen = min(objectives, key=objectives.__getitem__)  # the first of equal values

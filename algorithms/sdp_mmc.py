@@ -815,11 +815,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 events += 1
                 report(progress, events, objective, f"{index.size} points: {message}")
 
-            leaf_guide = None if guide is None else guide[index]
+            leaf_guide = guide[index]
             start = guided_split(X[index], leaf_guide, rng)
             limit = max(balance_limit(index.size, self.class_balance), abs(float(start.sum())))
-            groups = leaf_guide if leaf_guide is not None and np.unique(
-                leaf_guide).size >= 2 else None
+            groups = leaf_guide if np.unique(leaf_guide).size >= 2 else None
             fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, leaf_progress,
                                   groups)
             splits.append(fit)
