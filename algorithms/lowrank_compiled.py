@@ -301,7 +301,10 @@ def smoothed_dual_newton(B, p, smoothing, lam, tol, max_iter):
         for a in range(q):
             for c in range(a):
                 hessian[c, a] = hessian[a, c]
-        direction = -np.linalg.solve(hessian, grad)
+        try:  # I + B_F^T B_F / s is definite, but entries far apart in scale can make LU fail
+            direction = -np.linalg.solve(hessian, grad)
+        except Exception:  # numba's LinAlgError: the least-squares direction instead
+            direction = -np.linalg.lstsq(hessian, grad)[0]
         for i in range(n):
             delta[i] = _dot(B[i], direction)
         step = _exact_step(t, delta, smoothing, _dot(w, direction), _dot(direction, direction))

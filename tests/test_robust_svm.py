@@ -200,6 +200,20 @@ def test_any_two_label_values_and_rbf_kernel_with_offset():
     assert np.array_equal(model.predict(X), np.where(decision > 0, "spam", "ham"))
 
 
+@pytest.mark.parametrize("method", ["reh", "rod"])
+def test_a_point_nine_orders_of_magnitude_out_does_not_break_the_newton_step(method):
+    """A linear kernel with one point at 1e9 among points near 1 gave the factored dual's Newton
+    system ``I + B_F^T B_F / s`` entries some 1e18 apart, and LU called it singular
+    (``LinAlgError`` from a worker, found by fuzzing). The fit now ends and says how far the
+    solver got."""
+    X = np.random.RandomState(2).randn(6, 2)
+    X[3] = 1e9
+    y = np.arange(6) % 2
+    model = RobustSVM(method=method, C=1000.0).fit(X, y)
+    assert model.predict(X).shape == (6,)
+    assert any("low-rank SDP solver" in note for note in model.warnings_)
+
+
 def test_portable_model_round_trip_predicts_the_same():
     X, y, *_ = _draw(9, 35.0, 5)
     labels = np.where(y > 0, 7, 3)
