@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,19 @@ def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:
 # -- cluster / predict ----------------------------------------------------------------------------
 
 
+# A file a user hands the CLI can be missing, truncated or edited by hand; each of these is what
+# reading, rebuilding or applying such a file raises, and the CLI names the file instead of
+# printing a traceback (pickles stay refused: npz arrays load with allow_pickle=False).
+UNREADABLE_FILE_ERRORS = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError,
+                          zipfile.BadZipFile)
+
+
+def describe(exc: BaseException) -> str:
+    """The error's message, with its type where the message alone says little (a KeyError's
+    message is the bare key)."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, (KeyError, IndexError)) else str(exc)
+
+
 def load_matrix_file(path: str) -> Any:
     """A matrix from ``.npy``, ``.csv`` or ``.json`` (a matrix, ``{"X": ...}`` or
     ``{"sequences": ...}``); sequences come back as a list of integer arrays."""
@@ -145,6 +159,21 @@ def load_matrix_file(path: str) -> Any:
             return [np.asarray(s, dtype=np.int64) for s in document["sequences"]]
         return np.asarray(document["X"] if isinstance(document, dict) else document, dtype=float)
     return parse_csv(Path(path).read_text(encoding="utf-8"))
+
+
+def load_data_files(args: argparse.Namespace) -> tuple[Any, np.ndarray | None] | None:
+    """``mmc cluster``'s points and, with ``--labels``, their labels; None (and the reason on
+    stderr) when a file cannot be read."""
+    try:
+        X = load_matrix_file(args.file)
+        y = None
+        if args.labels:
+            y = np.asarray(load_matrix_file(args.labels)).ravel().astype(np.int64)
+    except UNREADABLE_FILE_ERRORS as exc:
+        named = f"{args.file} or {args.labels}" if args.labels else args.file
+        print(f"mmc: cannot read {named}: {describe(exc)}", file=sys.stderr)
+        return None
+    return X, y
 
 
 def parse_param(text: str) -> tuple[str, Any]:
@@ -195,10 +224,10 @@ def cluster_remote(args: argparse.Namespace) -> int:
     from algorithms.base import arrays_to_npz_bytes
     from mmc_client import Client, MMCError
 
-    X = load_matrix_file(args.file)
-    y = None
-    if args.labels:
-        y = np.asarray(load_matrix_file(args.labels)).ravel().astype(np.int64)
+    data = load_data_files(args)
+    if data is None:
+        return 2
+    X, y = data
     started = time.perf_counter()
     with Client(args.url, args.api_key) as client:
         try:
@@ -241,10 +270,10 @@ def cluster(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"mmc: invalid parameters for {spec.name}:\n{exc}", file=sys.stderr)
         return 2
-    X = load_matrix_file(args.file)
-    y = None
-    if args.labels:
-        y = np.asarray(load_matrix_file(args.labels)).ravel().astype(np.int64)
+    data = load_data_files(args)
+    if data is None:
+        return 2
+    X, y = data
     if spec.labels == "required" and y is None:
         print(f"mmc: {spec.name} needs --labels FILE", file=sys.stderr)
         return 2
@@ -269,15 +298,37 @@ def cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def predict(args: argparse.Namespace) -> int:
+def load_model_files(prefix: str):
     from algorithms.base import npz_bytes_to_arrays
     from algorithms.registry import model_from_export
 
-    with open(f"{args.model}.json", encoding="utf-8") as handle:
+    with open(f"{prefix}.json", encoding="utf-8") as handle:
         meta = json.load(handle)
-    with open(f"{args.model}.npz", "rb") as handle:
-        model = model_from_export(meta, npz_bytes_to_arrays(handle.read()))
-    for label in model.predict(load_matrix_file(args.file)):
+    if not isinstance(meta, dict):
+        raise ValueError("the JSON file is not an object")
+    with open(f"{prefix}.npz", "rb") as handle:
+        return model_from_export(meta, npz_bytes_to_arrays(handle.read()))
+
+
+def predict(args: argparse.Namespace) -> int:
+    try:
+        model = load_model_files(args.model)
+    except UNREADABLE_FILE_ERRORS as exc:
+        print(f"mmc: cannot load the model {args.model}.json / .npz: {describe(exc)}",
+              file=sys.stderr)
+        return 2
+    try:
+        X = load_matrix_file(args.file)
+    except UNREADABLE_FILE_ERRORS as exc:
+        print(f"mmc: cannot read {args.file}: {describe(exc)}", file=sys.stderr)
+        return 2
+    try:
+        predicted = model.predict(X)
+    except UNREADABLE_FILE_ERRORS as exc:
+        print(f"mmc: the model {args.model} cannot label {args.file}: {describe(exc)}",
+              file=sys.stderr)
+        return 2
+    for label in predicted:
         value = np.asarray(label)
         print(",".join(map(str, value.ravel().tolist())) if value.ndim else int(value))
     return 0

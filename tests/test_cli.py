@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from sklearn.datasets import make_blobs
 
-from algorithms.base import clustering_error
+from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from service import processes
 from service.cli import main
 
@@ -93,3 +94,43 @@ def test_mmc_cluster_refuses_an_unknown_parameter(tmp_path, capsys):
     np.savetxt(data, make_blobs(n_samples=20, random_state=0)[0], delimiter=",")
     assert main(["cluster", str(data), "--algorithm", "itersvr", "--param", "bogus=1"]) == 2
     assert "bogus" in capsys.readouterr().err
+
+
+def test_mmc_predict_names_the_file_it_cannot_use_instead_of_a_traceback(tmp_path, capsys):
+    """Model files edited by hand, truncated or missing, and data it cannot read: exit 2 with a
+    line that names the file (found by fuzzing: KeyError, IndexError, BadZipFile tracebacks)."""
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    np.save(tmp_path / "points.npy", X)
+    assert main(["cluster", str(tmp_path / "points.npy"), "-a", "svc",
+                 "--output", str(tmp_path / "run")]) == 0
+    meta = json.loads((tmp_path / "run.model.json").read_text())
+    arrays = npz_bytes_to_arrays((tmp_path / "run.model.npz").read_bytes())
+    first_array = sorted(arrays)[0]
+    tampered = {
+        "JSON that does not parse": ("{", None),
+        "a JSON list": ("[]", None),
+        "no params": (json.dumps({k: v for k, v in meta.items() if k != "params"}), None),
+        "a string for the state": (json.dumps({**meta, "state": "x"}), None),
+        "npz bytes that are not a zip": (None, b"not a zip"),
+        "an array missing": (None, arrays_to_npz_bytes(
+            {k: v for k, v in arrays.items() if k != first_array})),
+        "every array three-dimensional": (None, arrays_to_npz_bytes(
+            {k: np.zeros((2, 3, 4)) for k in arrays})),
+    }
+    (tmp_path / "t.model.json").write_text(json.dumps(meta))  # untouched, the copy predicts
+    (tmp_path / "t.model.npz").write_bytes(arrays_to_npz_bytes(arrays))
+    assert main(["predict", str(tmp_path / "t.model"), str(tmp_path / "points.npy")]) == 0
+    for case, (text, payload) in tampered.items():
+        (tmp_path / "t.model.json").write_text(text if text is not None else json.dumps(meta))
+        (tmp_path / "t.model.npz").write_bytes(
+            payload if payload is not None else arrays_to_npz_bytes(arrays))
+        capsys.readouterr()
+        assert main(["predict", str(tmp_path / "t.model"), str(tmp_path / "points.npy")]) == 2, case
+        assert "mmc: " in capsys.readouterr().err, case
+    assert main(["predict", str(tmp_path / "absent"), str(tmp_path / "points.npy")]) == 2
+    assert "absent.json" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text('{"X": [[1, "a"]]}')
+    assert main(["predict", str(tmp_path / "run.model"), str(tmp_path / "bad.json")]) == 2
+    assert "bad.json" in capsys.readouterr().err
+    assert main(["cluster", str(tmp_path / "missing.csv"), "-a", "svc"]) == 2
+    assert "missing.csv" in capsys.readouterr().err
