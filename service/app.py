@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import time
 
@@ -19,9 +18,10 @@ from service.deps import hashed_keys
 from service.jobs import JobService
 from service.json_body import add_component_schemas
 from service.limits import AdmissionLimitMiddleware
+from service.methods import MethodsMiddleware
 from service.metrics import Metrics
 from service.model_cache import ModelCache
-from service.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
+from service.problems import Problem, install_problem_handlers, send_problem
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import PredictRequest, build_job_request_model
 from service.settings import Settings, get_settings
@@ -66,13 +66,8 @@ class BodyLimitMiddleware:
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            body = json.dumps({"type": "about:blank", "title": "Content too large", "status": 413,
-                               "detail": BodyTooLarge(self.limit).detail,
-                               "instance": scope["path"]}).encode()
-            await send({"type": "http.response.start", "status": 413, "headers": [
-                (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
-                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
-            await send({"type": "http.response.body", "body": body})
+            await send_problem(scope, send, 413, BodyTooLarge(self.limit).detail,
+                               [(b"connection", b"close")])
             return None
         received = 0
         body_done = False
@@ -160,6 +155,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     console.mount_static(app)
     # Bodies the routes parse themselves, and the problem document.
     add_component_schemas(app, job_request, PredictRequest, Problem)
+    app.add_middleware(MethodsMiddleware, router=app.router)
     app.add_middleware(AdmissionLimitMiddleware, max_requests=settings.max_concurrent_requests,
                        max_body_bytes=settings.max_body_bytes_in_flight,
                        retry_after=settings.retry_after_seconds)

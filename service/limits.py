@@ -11,9 +11,7 @@ are long polls, which hold no body and wait on Redis.
 
 from __future__ import annotations
 
-import json
-
-from service.problems import PROBLEM_MEDIA_TYPE
+from service.problems import send_problem
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -36,13 +34,8 @@ class AdmissionLimitMiddleware:
         self.body_bytes = 0  # reserved by requests in flight (single event loop: no lock needed)
 
     async def _refuse(self, scope, send, detail: str) -> None:
-        body = json.dumps({"type": "about:blank", "title": "Service unavailable", "status": 503,
-                           "detail": detail, "instance": scope["path"]}).encode()
-        await send({"type": "http.response.start", "status": 503, "headers": [
-            (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
-            (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(self.retry_after).encode()), (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+        await send_problem(scope, send, 503, detail, [
+            (b"retry-after", str(self.retry_after).encode()), (b"connection", b"close")])
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or _is_long_poll(scope):

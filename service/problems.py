@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -53,6 +54,18 @@ class ProblemError(Exception):
 def field_error(status: int, field: str, message: str, type_: str = "value_error") -> ProblemError:
     return ProblemError(status, f"{field}: {message}",
                         errors=[{"field": field, "message": message, "type": type_}])
+
+
+async def send_problem(scope, send, status: int, detail: str,
+                       headers: list[tuple[bytes, bytes]] | tuple = ()) -> None:
+    """A problem document sent straight to an ASGI ``send``: for middleware that answers
+    before any route (and so before the exception handlers) runs."""
+    body = json.dumps({"type": "about:blank", "title": _TITLES.get(status, "Error"),
+                       "status": status, "detail": detail, "instance": scope["path"]}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
+        (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def problem_response(request: Request, status: int, detail: str | None, *, title: str | None = None,

@@ -210,6 +210,34 @@ def test_unknown_ids_are_404_problems(service_url, path):
     assert_problem(response, 404)
 
 
+def test_head_answers_like_get_without_a_body_and_options_lists_the_methods(service_url,
+                                                                           small_model):
+    model_id, _ = small_model
+    for path in ("/v1/algorithms", f"/v1/models/{model_id}", "/healthz", "/"):
+        got, head = httpx.get(service_url + path), httpx.head(service_url + path)
+        assert (head.status_code, head.content) == (got.status_code, b""), path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+    assert httpx.head(f"{service_url}/v1/models/{'0' * 32}").status_code == 404
+    options = httpx.options(f"{service_url}/v1/jobs")
+    assert options.status_code == 204
+    assert options.headers["allow"] == "GET, HEAD, OPTIONS, POST"
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("DELETE", "/v1/jobs", "GET, HEAD, OPTIONS, POST"),  # said "POST" alone: GET is routed apart
+    ("PUT", f"/v1/jobs/{'0' * 32}", "DELETE, GET, HEAD, OPTIONS"),
+    ("GET", f"/v1/models/{'0' * 32}/predict", "OPTIONS, POST"),
+    ("HEAD", f"/v1/models/{'0' * 32}/predict", "OPTIONS, POST"),
+])
+def test_a_method_the_path_does_not_take_is_a_405_that_allows_all_it_takes(
+        service_url, method, path, allow):
+    response = httpx.request(method, service_url + path)
+    assert response.status_code == 405
+    assert response.headers["allow"] == allow
+    if method != "HEAD":
+        assert_problem(response, 405, "takes")
+
+
 def test_predict_on_unknown_model_is_404(service_url):
     response = httpx.post(f"{service_url}/v1/models/{'0' * 32}/predict", json={"X": [[1.0]]})
     assert_problem(response, 404, "model")
