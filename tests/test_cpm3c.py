@@ -31,6 +31,7 @@ from algorithms.cpm3c import (
     CPM3CParams,
     _ConstraintSums,
     _Data,
+    constraint_slacks,
     linearized_constraints,
     most_violated_constraint,
     solve_cutting_plane_dual,
@@ -193,11 +194,21 @@ def test_class_sums_linearization_matches_the_combination_matrix():
         np.testing.assert_array_equal(d, d_ref)
         assert np.abs(G).max() > 0.01
     # The kept sums grow with the working set, as in a solve.
-    sums = _ConstraintSums.empty(60, 4, 6)
+    # The kept sums grow with the working set and follow the labels, as in a solve: a few
+    # points change class (updated), then most of them (recomputed).
+    sums = _ConstraintSums(dense.augmented, 4)
     linearized_constraints(dense, F, constraints[:2], 4, None, sums)
-    G, _ = linearized_constraints(dense, -F, constraints, 4, None, sums)
-    np.testing.assert_allclose(G, linearized_constraints(sparse, -F, constraints, 4)[0],
-                               rtol=1e-12, atol=1e-14)
+    few = F.copy()
+    few[:5] = F[:5, ::-1]
+    for scores in (few, -F):
+        G, d = linearized_constraints(dense, scores, constraints, 4, None, sums)
+        G_ref, d_ref = linearized_constraints(sparse, scores, constraints, 4)
+        np.testing.assert_allclose(G, G_ref, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(d, d_ref, rtol=1e-15)
+        for labels_clamp in (None, clamp):
+            np.testing.assert_allclose(
+                constraint_slacks(scores, constraints, labels_clamp, sums),
+                constraint_slacks(scores, constraints, labels_clamp), rtol=1e-12, atol=1e-15)
 
 
 def test_sparse_input_is_never_densified(monkeypatch):
