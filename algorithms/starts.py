@@ -207,7 +207,22 @@ def spectral_partition(
 
 def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: int,
                      rng: np.random.RandomState) -> np.ndarray:
-    """:func:`spectral_partition` of every point of centred ``X``."""
+    """:func:`spectral_partition` of every point of centred ``X``.
+
+    When some row of dense data is repeated ``n_neighbors`` times or more, the data is
+    partitioned over its distinct rows and each copy takes its row's cluster: the neighbour list
+    of such a row holds only its copies, so the kNN graph falls apart into groups of copies. Two
+    Gaussian blobs of 300 points rounded to a grid of step 1 (54 distinct points) or 0.5: ARI
+    0.00-0.02 over five draws with the copies, 0.97-1.00 over the distinct rows."""
+    if not sp.issparse(X):
+        _, first, copies_of, copies = np.unique(X, axis=0, return_index=True,
+                                                return_inverse=True, return_counts=True)
+        if copies.max() >= n_neighbors:
+            order = np.argsort(first)  # the distinct rows in the order they came
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            labels = _spectral_labels(X[first[order]], n_clusters, n_neighbors, rng)
+            return labels[rank[copies_of.ravel()]]
     n = X.shape[0]
     if n <= n_clusters:  # a point per cluster (the eigensolver needs more points than vectors)
         return np.arange(n)
