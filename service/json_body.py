@@ -339,12 +339,20 @@ def parse_matrix(payload: bytes | bytearray, model: type[BaseModel]) -> np.ndarr
     return matrix.join() if isinstance(matrix, _Blocks) else matrix
 
 
+def media_type(content_type: str) -> str:
+    """``type/subtype`` of a Content-Type header, lower case, without its parameters."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def is_json_media_type(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
+
+
 async def read_json_payload(request: Request) -> bytearray:
     """The body (already bounded by MMC_MAX_BODY_BYTES), refused early if it is declared as
     something other than JSON."""
-    content_type = request.headers.get("content-type", "application/json").lower()
-    media = content_type.split(";")[0].strip()
-    if media and media != "application/json" and not media.endswith("+json"):
+    media = media_type(request.headers.get("content-type", "application/json"))
+    if media and not is_json_media_type(media):
         raise ProblemError(415, f"send the request as application/json, not {media}")
     return await read_payload(request)
 

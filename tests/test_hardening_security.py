@@ -111,6 +111,24 @@ def test_uploads_of_unknown_type_are_415(service_url):
         assert response.status_code == 415, (content_type, response.text)
 
 
+def test_upload_kind_is_read_from_the_file_suffix_and_the_whole_media_type(service_url):
+    # A substring test read a file named "sales_json_export.npy" as JSON (422) and
+    # application/x-ndjson as JSON.
+    X = np.arange(12.0).reshape(6, 2)
+    buffer = io.BytesIO()
+    np.save(buffer, X)
+    response = httpx.post(f"{service_url}/v1/datasets", files={
+        "file": ("sales_json_export.npy", buffer.getvalue(), "application/octet-stream")})
+    assert response.status_code in (200, 201), response.text
+    assert (response.json()["n_samples"], response.json()["n_features"]) == (6, 2)
+    response = httpx.post(f"{service_url}/v1/datasets", content=b'{"X": [[1, 2], [3, 4]]}',
+                          headers={"content-type": "application/x-ndjson"})
+    assert response.status_code == 415, response.text
+    response = httpx.post(f"{service_url}/v1/datasets", content=b"1,2\n3,4\n5,7\n",
+                          headers={"content-type": "Text/CSV; charset=utf-8"})
+    assert response.status_code in (200, 201), response.text
+
+
 def test_oversized_upload_is_413_before_parsing(service_url):
     from tests.conftest import TEST_MAX_BODY_BYTES
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -8,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.jobs import iso_time
-from service.json_body import parse_matrix, read_payload
+from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
 
@@ -57,13 +58,22 @@ def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[di
     return request.app.state.stores.datasets.put(X, owner=caller)
 
 
-def _kind_of(name_or_type: str) -> str | None:
-    value = name_or_type.lower()
-    for kind, markers in (("json", ("json",)), ("csv", ("csv", "text/plain")),
-                          ("npy", ("npy", "octet-stream"))):
-        if any(marker in value for marker in markers):
-            return kind
-    return None
+# What an upload is, by its file name's suffix or by its media type (the part before any ";"
+# parameters, compared whole: a substring test read "sales_json.npy" as JSON).
+_KIND_OF_SUFFIX = {".json": "json", ".csv": "csv", ".txt": "csv", ".npy": "npy"}
+_KIND_OF_MEDIA_TYPE = {"application/json": "json", "text/json": "json", "text/csv": "csv",
+                       "application/csv": "csv", "text/plain": "csv",
+                       "application/x-npy": "npy", "application/npy": "npy",
+                       "application/octet-stream": "npy"}
+
+
+def _kind_of_media_type(content_type: str) -> str | None:
+    media = media_type(content_type)
+    return _KIND_OF_MEDIA_TYPE.get(media) or ("json" if is_json_media_type(media) else None)
+
+
+def _kind_of_file_name(name: str) -> str | None:
+    return _KIND_OF_SUFFIX.get(PurePath(name).suffix.lower())
 
 
 _LOCATION = {"Location": header("Path of the dataset, /v1/datasets/{id}.")}
@@ -82,15 +92,16 @@ async def upload_dataset(request: Request, response: Response,
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
     multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate."""
     content_type = request.headers.get("content-type", "")
-    if content_type.startswith("multipart/form-data"):
+    if media_type(content_type) == "multipart/form-data":
         form = await request.form()
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
             raise field_error(422, "body.file", "send the matrix as a file field named 'file'")
-        kind = _kind_of(upload.filename or "") or _kind_of(upload.content_type or "")
+        kind = (_kind_of_file_name(upload.filename or "")
+                or _kind_of_media_type(upload.content_type or ""))
         payload = await upload.read()
     else:
-        kind = _kind_of(content_type)
+        kind = _kind_of_media_type(content_type)
         payload = await read_payload(request)  # emptied by the JSON parser once decoded
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
