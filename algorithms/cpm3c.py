@@ -318,9 +318,8 @@ def constraint_slacks(F: np.ndarray, constraints: list[_Constraint],
         # sum over c of (1 - [y_i = r_i] - f_{y_i} + f_{r_i}), the rival terms read off one
         # sparse row per constraint
         sums.update(constraints, labels)
-        one_hot = np.zeros_like(F)
-        one_hot[np.arange(n), labels] = 1.0
-        return (sums.sizes - sums.membership @ top + sums.rival_agreements(F - one_hot)) / n
+        return (sums.sizes - sums.membership @ top
+                + sums.rival_agreements(F - sums.label_one_hot())) / n
     for j, c in enumerate(constraints):
         same = labels[c.index] == c.rival
         gap = top[c.index] - F[c.index, c.rival]
@@ -522,12 +521,16 @@ class _ConstraintSums:
         """``sum_{c_i != 0} values[i, r_i]`` per constraint (``values``: ``n x k``)."""
         return self.rival_cells @ values.ravel()
 
+    def label_one_hot(self) -> np.ndarray:
+        """``e_{y_i}`` per point (``n x k``) for the labels of the last :meth:`update`."""
+        one_hot = np.zeros((self.X1.shape[0], self.n_rows))
+        one_hot[np.arange(one_hot.shape[0]), self.labels] = 1.0
+        return one_hot
+
     def linearized(self) -> tuple[np.ndarray, np.ndarray]:
         """``(G, d)`` of (20) at the labels of the last :meth:`update`."""
         n = self.X1.shape[0]
-        one_hot = np.zeros((n, self.n_rows))
-        one_hot[np.arange(n), self.labels] = 1.0
-        d = (self.sizes - self.rival_agreements(one_hot)) / n
+        d = (self.sizes - self.rival_agreements(self.label_one_hot())) / n
         G = self._label_sums[: self.m] - self._rival_sums[: self.m]
         G /= n
         return G.reshape(self.m, -1), d
