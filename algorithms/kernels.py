@@ -32,6 +32,24 @@ LOCAL_SCALING_NEIGHBOR = 7
 NYSTROM_RANK_TOL = 1e-10
 
 
+def distinct_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, copies_of)``: the index of each distinct row of dense ``X`` where it first
+    occurs, in the order the rows came, and for every row the position of its distinct row in
+    ``first`` (``X == X[first][copies_of]``)."""
+    _, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return first[order], rank[inverse.ravel()]
+
+
+def copies_of_rows(X: np.ndarray) -> np.ndarray | None:
+    """Each row's position among the distinct rows of dense ``X`` (:func:`distinct_rows`) when
+    some row repeats, else None."""
+    first, copies_of = distinct_rows(X)
+    return copies_of if first.size < X.shape[0] else None
+
+
 def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
     """The iterSVR seed's crude estimate of the largest pairwise distance (footnote 5).
 

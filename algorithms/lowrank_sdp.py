@@ -821,9 +821,15 @@ class MarginObjective:
     """
 
     def __init__(self, K: np.ndarray, beta: float, *, eta_column: bool = False, c: float = 0.0,
-                 smoothing: float = 0.0, factor: np.ndarray | None = None):
-        self.K, self.beta, self.eta_column, self.c = K, float(beta), eta_column, float(c)
+                 smoothing: float = 0.0, factor: np.ndarray | None = None,
+                 weights: np.ndarray | None = None):
+        self.beta, self.eta_column, self.c = float(beta), eta_column, float(c)
         self.n = K.shape[0]
+        # Row i standing for weights[i] identical points: their maximiser is shared (the dual is
+        # concave and symmetric in them), so lambda_i is their common value and p = weights,
+        # K_ij -> w_i w_j K_ij give the same value and gradient as the expanded problem.
+        self.p = np.ones(self.n) if weights is None else np.asarray(weights, dtype=np.float64)
+        self.K = K if weights is None else K * np.outer(self.p, self.p)
         self.lam = np.zeros(self.n)
         self.smoothing = float(smoothing)
         self.factor = factor  # F with K / beta = F F^T (:func:`low_rank_factor`), or None
@@ -836,7 +842,7 @@ class MarginObjective:
 
     def _split(self, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Vn = V[: self.n]
-        p = Vn @ V[self.n] if self.eta_column else np.ones(self.n)
+        p = Vn @ V[self.n] if self.eta_column else self.p
         return Vn, p
 
     def _hessian(self, V: np.ndarray) -> np.ndarray:
@@ -964,8 +970,8 @@ class TwoClassLowRank:
 
 def solve_two_class_lowrank(
     K: np.ndarray, *, beta: float, limit: float, y_partial: np.ndarray | None = None,
-    groups: np.ndarray | None = None, tol: float = 1e-4, max_iter: int = 300,
-    rank: int | None = None, random_state=0, on_iteration=None,
+    groups: np.ndarray | None = None, weights: np.ndarray | None = None, tol: float = 1e-4,
+    max_iter: int = 300, rank: int | None = None, random_state=0, on_iteration=None,
 ) -> TwoClassLowRank:
     """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
 
@@ -983,12 +989,21 @@ def solve_two_class_lowrank(
     group whole, as recursive bisection asks of its guide's clusters. The factor then has one
     row per group (``Z = T W T^T`` as for S1): the five splits of six 1:5 blobs (1,040 points)
     took 14.4 s over the points and 2.1 s over the groups.
+
+    With ``weights`` (not with ``y_partial``) row ``i`` of ``K`` stands for ``weights[i]``
+    identical points, labelled alike: the balance reads ``-limit <= M w <= limit`` and the
+    margin objective is the expanded one (:class:`MarginObjective`), so the program is (3.5) over
+    all the points with ``M`` constant on each point's copies, solved at the size of the
+    distinct points.
     """
     n = K.shape[0]
+    if weights is not None and y_partial is not None:
+        raise ValueError("give partial labels or weights, not both")
+    counts = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     everyone = np.arange(n)
     blocks = [  # diag(M) = e: unit rows of the factor
-        bilinear(n, everyone, None, limit, inequality=True, shared_c=np.ones(n)),  # M e <= l
-        bilinear(n, everyone, None, limit, inequality=True, shared_c=-np.ones(n)),  # -M e <= l
+        bilinear(n, everyone, None, limit, inequality=True, shared_c=counts),  # M w <= l
+        bilinear(n, everyone, None, limit, inequality=True, shared_c=-counts),  # -M w <= l
     ]
     # S1: v_i = y_i v_anchor for the labeled points, i.e. Z = T W T^T with T mapping W's
     # rows (the anchor, then each unlabeled point) onto all n points.
@@ -1018,7 +1033,7 @@ def solve_two_class_lowrank(
     r = min(rank or default_rank(n, n), free.size)
     rng = check_random_state(random_state)
     W0 = spectral_start(K, r, rng)[free]
-    objective = MappedObjective(MarginObjective(K, beta), T)
+    objective = MappedObjective(MarginObjective(K, beta, weights=weights), T)
     result = solve_lowrank_sdp(objective, constraints, free.size, trace_bound=float(free.size),
                                rank=r, tol=tol, max_iter=max_iter, V0=W0, random_state=rng,
                                on_iteration=on_iteration, unit_rows=np.arange(free.size))

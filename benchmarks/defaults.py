@@ -1,7 +1,8 @@
 """Defaults against scikit-learn's clusterers: only ``n_clusters`` and ``random_state`` given.
 
 Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout | --sweep]``;
-``--at-scale 5000 50000`` prints ARI and seconds on larger data (``large_sets``) beside k-means.
+``--at-scale 5000 50000`` prints ARI and seconds on larger data (``large_sets``) beside k-means,
+``--grid 500 2000`` the same on data with repeated rows (``grid_sets``).
 
 A user of the service sends data and ``n_clusters``. This script runs every clustering algorithm
 of the registry that way beside scikit-learn's KMeans(n_init=10),
@@ -263,10 +264,24 @@ def large_sets(n: int) -> list[ClusteringSet]:
             ClusteringSet("4 blobs, 64-D", *wide)]
 
 
-def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
+def grid_sets(n: int) -> list[ClusteringSet]:
+    """Data on a grid, as counts, ratings and rounded measurements are: two 2-D blobs (centres
+    4 apart per coordinate, unit spread) rounded to steps 0.5 and 1, and three (a third centre
+    at (0, 5)) rounded to 0.5. Rows repeat: 2,000 points hold about 200 and 70 distinct rows."""
+    sets = []
+    for centres, step in (([[0, 0], [4, 4]], 0.5), ([[0, 0], [4, 4]], 1.0),
+                          ([[0, 0], [4, 4], [0, 5]], 0.5)):
+        X, y = make_blobs(n, centers=centres, cluster_std=1.0, random_state=0)
+        sets.append(ClusteringSet(f"{len(centres)} blobs, step {step}",
+                                  np.round(X / step) * step, y))
+    return sets
+
+
+def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,
+             make_sets: Callable[[int], list[ClusteringSet]] = large_sets) -> None:
     """Print, row by row, a Markdown table of ARI (seconds) of k-means and of each algorithm
-    with its defaults on :func:`large_sets` at every size; an algorithm is skipped above the
-    service's limit for it."""
+    with its defaults on ``make_sets(n)`` (:func:`large_sets`) at every size; an algorithm is
+    skipped above the service's limit for it."""
     from algorithms.registry import get_spec
 
     clusterers = {"k-means": scikit_learn_peers()["k-means"],
@@ -275,7 +290,7 @@ def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
               for name in algorithms}
     print("| set | n | " + " | ".join(clusterers) + " |\n|---|---|" + "---|" * len(clusterers))
     for n in sizes:
-        for data in large_sets(n):
+        for data in make_sets(n):
             cells = []
             for name, clusterer in clusterers.items():
                 if n > limits.get(name, n):
@@ -297,6 +312,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="random_state of every clusterer")
     parser.add_argument("--at-scale", nargs="+", type=int, metavar="N",
                         help="instead: ARI and seconds on large_sets at these sizes (k-means too)")
+    parser.add_argument("--grid", nargs="+", type=int, metavar="N",
+                        help="instead: ARI and seconds on grid_sets at these sizes (k-means too)")
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
     # their results, not of this table.
@@ -304,6 +321,9 @@ def main() -> None:
     algorithms = args.algorithms if args.algorithms is not None else clustering_algorithms()
     if args.at_scale:
         at_scale(algorithms, args.at_scale, seed=args.seed)
+        return
+    if args.grid:
+        at_scale(algorithms, args.grid, seed=args.seed, make_sets=grid_sets)
         return
     sets = heldout_sets() if args.heldout else sweep_sets() if args.sweep else public_sets()
     scores = run_suite(sets, algorithms, seed=args.seed)

@@ -112,6 +112,29 @@ def test_two_class_sdp_over_groups_keeps_each_group_whole_and_bounds_from_above(
                                 y_partial=np.zeros(n))
 
 
+def test_two_class_sdp_over_weighted_distinct_rows_is_the_program_over_all_copies():
+    # Rows repeated 1-6 times: (3.5) over all the points with each row's copies kept together
+    # (groups) and (3.5) over the distinct rows weighted by their copies are one program. A
+    # large beta makes the box of the margin's dual bind, where the copies count (without the
+    # weights: omega 6.07 against 6.34, and other labels).
+    rng = np.random.default_rng(3)
+    X, _ = make_blobs(n_samples=25, centers=2, cluster_std=3.0, random_state=3)
+    copies = rng.integers(1, 7, size=25)
+    rows = np.repeat(np.arange(25), copies)
+    K_all = _kernel(X[rows])
+    first = np.unique(rows, return_index=True)[1]
+    limit = balance_limit(rows.size, 0.2)
+    grouped = solve_two_class_lowrank(K_all, beta=3.0, limit=limit, groups=rows, tol=1e-6)
+    weighted = solve_two_class_lowrank(K_all[np.ix_(first, first)], beta=3.0, limit=limit,
+                                       weights=copies, tol=1e-6)
+    assert weighted.omega == pytest.approx(grouped.omega, rel=1e-4)
+    assert weighted.result.gap <= 1e-6
+    np.testing.assert_array_equal(_signs(weighted.M)[rows], _signs(grouped.M))
+    with pytest.raises(ValueError, match="not both"):
+        solve_two_class_lowrank(K_all[np.ix_(first, first)], beta=0.01, limit=limit,
+                                weights=copies, y_partial=np.zeros(25))
+
+
 def test_estimator_reports_the_certificate_in_result_extras():
     X, _ = make_blobs(n_samples=60, centers=2, random_state=4)
     model = SDPMMC(random_state=0).fit(X)
