@@ -137,6 +137,7 @@ def recursive_bisection(
     split_leaf: Callable[[np.ndarray], BinarySplit],
     *,
     guide: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
     on_split: Callable[[int, float], None] | None = None,
 ) -> list[Node]:
     """Split leaves until there are ``n_clusters``; returns the tree's nodes (node 0 the root).
@@ -148,14 +149,28 @@ def recursive_bisection(
     and k = 3, one solve less, and homogeneous leaves are the slow solves). Leaves are numbered
     ``0..n_clusters-1`` by their first point, and the ``y > 0`` side of a split is its right
     child. ``on_split(n_leaves, total objective)`` reports progress.
+
+    ``rows`` (each point's distinct row, :func:`algorithms.kernels.distinct_rows`): a leaf of
+    copies of one point is never split. Without it, on one point repeated 298 times and two
+    others (k = 3) the guide's two single points ranked as strays, the leaf of copies was split
+    first and halved by the balance of the binary program (GMMC and iterSVR), or left SDP MMC a
+    kernel of zeros.
     """
     nodes = [Node(np.arange(n_points))]
     leaves = [0]
     objective = 0.0
+
+    def divisible(leaf: int) -> bool:
+        index = nodes[leaf].index
+        if rows is None:
+            return index.size >= 2
+        return bool(np.any(rows[index] != rows[index[0]]))
+
     while len(leaves) < n_clusters:
-        candidates = [leaf for leaf in leaves if nodes[leaf].index.size >= 2]
+        candidates = [leaf for leaf in leaves if divisible(leaf)]
         if not candidates:
-            raise ValueError(f"cannot form {n_clusters} clusters: every cluster is a single point")
+            raise ValueError(f"cannot form {n_clusters} clusters: every cluster is copies of "
+                             "a single point")
         ranks = {leaf: guide_rank(nodes[leaf], guide) for leaf in candidates}
         front = [leaf for leaf in candidates if ranks[leaf] == min(ranks.values())]
         for leaf in front:

@@ -70,7 +70,7 @@ from algorithms.base import (
     check_clustering_input,
     report,
 )
-from algorithms.kernels import NystromMap, resolve_gamma
+from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
 from algorithms.starts import (
     kmeans_partitions,
     partition_key,
@@ -673,9 +673,24 @@ def solve_cpm3c(
     return final
 
 
-def _eliminated_clusters(labels: np.ndarray, n_clusters: int) -> np.ndarray:
+def _eliminated_clusters(labels: np.ndarray, n_clusters: int,
+                         rows: np.ndarray | None = None) -> np.ndarray:
     """Clusters holding fewer than a tenth of an even share ``n / k`` (at least one point):
-    what class elimination leaves behind (an emptied class keeps a stray point or two)."""
+    what class elimination leaves behind (an emptied class keeps a stray point or two).
+
+    With ``rows`` (each point's distinct row, :func:`algorithms.kernels.distinct_rows`) a
+    cluster must also be that small in distinct rows (a tenth of ``n_distinct / k``): one point
+    repeated 290 times beside ten others made every 3-partition "eliminate" a cluster of the ten
+    (fewer than 10 points), so the fallback to the starting partition's classifier never
+    applied and one cluster came back empty. A cluster of copies alone is large in points."""
+    small = _small_clusters(labels, n_clusters)
+    if rows is None:
+        return small
+    return np.intersect1d(small, _small_clusters(labels[np.unique(rows, return_index=True)[1]],
+                                                 n_clusters))
+
+
+def _small_clusters(labels: np.ndarray, n_clusters: int) -> np.ndarray:
     sizes = np.bincount(labels, minlength=n_clusters)
     return np.flatnonzero(sizes < max(1.0, 0.1 * labels.size / n_clusters))
 
@@ -1029,6 +1044,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=True, accept_sparse="csr")
         check_clustering_input(X, self.n_clusters)
+        rows = None if sp.issparse(X) else distinct_rows(X)[1]
         rng = check_random_state(self.random_state)
         if self.normalize == "l2":
             X = normalize_rows(X)
@@ -1073,7 +1089,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             run_labels = labels_from_scores(data.scores(run.w, run.b))
             # Lowest objective (11) wins, but a run that eliminated a class only if all did: the
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
-            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters)
+            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters, rows)
             key = (bool(run_eliminated.size), float(run.objective))
             # A later run must improve by more than rounding (sparse and dense agree then).
             if best_key is None or key[0] < best_key[0] or (
@@ -1085,7 +1101,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             # Every run lost a class once its labels were free; the supervised SVM of the best
             # run's starting partition (its held-labels phase) keeps every cluster.
             held_labels = labels_from_scores(data.scores(result.held.w, result.held.b))
-            if _eliminated_clusters(held_labels, self.n_clusters).size == 0:
+            if _eliminated_clusters(held_labels, self.n_clusters, rows).size == 0:
                 self.warnings_.append(
                     f"class elimination: every one of the {n_runs} runs emptied a cluster once "
                     "its labels were free; kept the max-margin classifier of the best run's "

@@ -130,7 +130,12 @@ from algorithms.bisection import (
     tree_labels,
     tree_objective,
 )
-from algorithms.kernels import local_scaling_gamma, normalized_laplacian, squared_distances
+from algorithms.kernels import (
+    distinct_rows,
+    local_scaling_gamma,
+    normalized_laplacian,
+    squared_distances,
+)
 from algorithms.margin import choose_with_spectral_candidate
 from algorithms.threads import small_problem_threads
 
@@ -1031,7 +1036,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             y = keep_guide_clusters_whole(labels == 1, groups)
             return LeafSplit(y, float(solution.dual), (solution, scores))
 
-        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
+        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+                                    rows=distinct_rows(X)[1])
         self.labels_ = tree_labels(nodes, X.shape[0])
         root, self.scores_ = nodes[0].split.detail
         self.objective_ = tree_objective(nodes)

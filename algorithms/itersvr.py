@@ -73,7 +73,7 @@ from algorithms.bisection import (
     tree_objective,
 )
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
-from algorithms.kernels import pairwise_kernel, resolve_gamma
+from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
 from algorithms.margin import lowest_margin_labeling
 from algorithms.starts import kmeans_runs
 
@@ -565,7 +565,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, step, objective, f"{n_leaves} of {self.n_clusters} clusters formed")
 
         nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
-                                    on_split=on_split)
+                                    rows=distinct_rows(X)[1], on_split=on_split)
         self.labels_ = tree_labels(nodes, X.shape[0])
         self.objective_ = tree_objective(nodes)
         self.n_iter_ = int(sum(node.split.n_iter for node in nodes if node.left is not None))

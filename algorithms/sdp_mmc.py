@@ -104,6 +104,7 @@ from algorithms.bisection import (
 )
 from algorithms.kernels import (
     copies_of_rows,
+    distinct_rows,
     pairwise_kernel,
     resolve_gamma,
     squared_distances,
@@ -863,7 +864,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             y = keep_guide_clusters_whole(fit.labels == 1, leaf_guide)
             return LeafSplit(y, fit.omega, fit)
 
-        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide)
+        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+                                    rows=distinct_rows(X)[1])
         self.labels_ = tree_labels(nodes, X.shape[0])
         self.objective_ = tree_objective(nodes)
         self.n_iter_ = int(sum(fit.n_iter for fit in splits))

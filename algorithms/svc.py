@@ -69,7 +69,12 @@ from algorithms.base import (
     fit_sample,
     report,
 )
-from algorithms.kernels import pairwise_kernel, resolve_gamma, squared_distances
+from algorithms.kernels import (
+    copies_of_rows,
+    pairwise_kernel,
+    resolve_gamma,
+    squared_distances,
+)
 
 Labeling = Literal["complete", "support_vectors", "knn"]
 
@@ -139,25 +144,44 @@ class Sphere:
 
 
 def solve_enclosing_sphere(X: np.ndarray, gamma: float, p: float, tol: float = 1e-4,
-                           cache_size: float = 200.0) -> Sphere:
+                           cache_size: float = 200.0, rows: np.ndarray | None = None) -> Sphere:
     """Minimal enclosing sphere of ``phi(X)``: dual (11) with ``C = 1 / (N p)``.
 
     Solved as libsvm's one-class SVM with ``nu = p``: for the Gaussian kernel ``K_jj = 1``, so
     (11) is ``min beta^T K beta`` under (3) and (9), the one-class dual with ``alpha = N p beta``.
+
+    ``rows`` (each point's distinct row, :func:`algorithms.kernels.distinct_rows`): the dual is
+    solved over the distinct rows, each weighted by its copies (libsvm's sample weights bound
+    ``alpha_i`` by the weight and sum ``nu`` times the weights: the same optimum), and the
+    sphere holds a row's first copy with the row's ``beta``, bounded when it reaches the copies'
+    bound (:func:`label_points` then treats every copy alike). Over the copies themselves the
+    dual spread a row's weight over them as it liked, so copies of one point lay both on and
+    outside the sphere: one point repeated 298 times beside two others had some copies at
+    ``beta = C`` and the rest at 0, no support vector, 298 one-point clusters at one ``q``, and
+    its copies in two clusters at the end.
     """
     n = X.shape[0]
     ocsvm = OneClassSVM(kernel="rbf", gamma=gamma, nu=p, tol=tol, cache_size=cache_size)
-    ocsvm.fit(X)
-    alpha = np.asarray(ocsvm.dual_coef_[0], dtype=np.float64)
     scale = n * p  # alpha = scale * beta, upper bound of alpha is 1
-    bounded = alpha >= 1.0 - 1e-9
+    if rows is None:
+        ocsvm.fit(X)
+        alpha = np.asarray(ocsvm.dual_coef_[0], dtype=np.float64)
+        index = np.asarray(ocsvm.support_, dtype=np.int64)
+        bounded = alpha >= 1.0 - 1e-9
+    else:
+        first = np.unique(rows, return_index=True)[1]
+        copies = np.bincount(rows).astype(np.float64)
+        ocsvm.fit(X[first], sample_weight=copies)
+        alpha = np.asarray(ocsvm.dual_coef_[0], dtype=np.float64)
+        bounded = alpha >= copies[ocsvm.support_] * (1.0 - 1e-9)
+        index = first[ocsvm.support_]
     beta = alpha / scale
-    points = np.asarray(ocsvm.support_vectors_, dtype=np.float64)
+    points = X[index]
     K = pairwise_kernel(points, kernel="rbf", gamma=gamma)
     return Sphere(
         points=points,
         beta=beta,
-        index=np.asarray(ocsvm.support_, dtype=np.int64),
+        index=index,
         bounded=bounded if p * n > 1.0 else np.zeros_like(bounded),
         threshold=float(ocsvm.offset_[0]) / scale,
         beta_k_beta=float(beta @ K @ beta),
@@ -386,15 +410,18 @@ def relabel_by_size(components: np.ndarray) -> np.ndarray:
 
 
 def label_points(sphere: Sphere, X: np.ndarray, labeling: Labeling, n_neighbors: int = 10,
-                 n_points: int = 10) -> np.ndarray:
+                 n_points: int = 10, rows: np.ndarray | None = None) -> np.ndarray:
     """Cluster of every training point by (19), ``-1`` at the bounded SVs (outside the sphere).
 
     Cluster ids are ordered by decreasing size. When every point is a bounded SV nothing is
-    inside, and all are ``-1``.
+    inside, and all are ``-1``. With ``rows`` (a sphere solved over distinct rows,
+    :func:`solve_enclosing_sphere`) every copy of a bounded SV is outside too.
     """
     n = X.shape[0]
     bounded = np.zeros(n, dtype=bool)
     bounded[sphere.index[sphere.bounded]] = True
+    if rows is not None:
+        bounded = bounded[np.unique(rows, return_index=True)[1]][rows]
     inner = np.flatnonzero(~bounded)
     labels = np.full(n, -1, dtype=np.int64)
     if inner.size == 0:
@@ -515,10 +542,12 @@ class _Fit:
         return max(int(self.labels.max()) + 1, 1)
 
 
-def fit_svc(X, gamma, p, labeling, n_neighbors, n_points, tol, cache_size) -> _Fit:
-    """One run of SVC at fixed ``q = gamma`` and ``p = 1/(NC)``: sphere, then labeling."""
-    sphere = solve_enclosing_sphere(X, gamma, p, tol, cache_size)
-    return _Fit(gamma, p, sphere, label_points(sphere, X, labeling, n_neighbors, n_points))
+def fit_svc(X, gamma, p, labeling, n_neighbors, n_points, tol, cache_size, rows=None) -> _Fit:
+    """One run of SVC at fixed ``q = gamma`` and ``p = 1/(NC)``: sphere, then labeling
+    (``rows``: see :func:`solve_enclosing_sphere`)."""
+    sphere = solve_enclosing_sphere(X, gamma, p, tol, cache_size, rows)
+    return _Fit(gamma, p, sphere,
+                label_points(sphere, X, labeling, n_neighbors, n_points, rows))
 
 
 def principal_directions(X: np.ndarray, n_components: int) -> np.ndarray:
@@ -572,6 +601,7 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     (``n_components="auto"``).
     """
     n = X.shape[0]
+    rows = copies_of_rows(X)
     min_size = max(2, math.ceil(min_cluster_fraction * n))
     q = 1.0 / max_squared_distance(X)
     history: list[dict[str, Any]] = []
@@ -588,7 +618,8 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     def solve(q_value: float, p_value: float) -> tuple[_Fit, int, int]:
         nonlocal step, first_with_fragments, fullest, fullest_key
         step += 1
-        fit = fit_svc(X, q_value, p_value, labeling, n_neighbors, n_points, tol, cache_size)
+        fit = fit_svc(X, q_value, p_value, labeling, n_neighbors, n_points, tol, cache_size,
+                      rows)
         sizes = fit.cluster_sizes()
         n_big = int(np.count_nonzero(sizes >= min_size))
         n_small = int(sizes.size - n_big)
@@ -848,9 +879,12 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     radius_ : float
         ``R`` of (14): ``R(x)`` on the support vectors.
     support_ : ndarray
-        Indices of the support vectors, ``0 < beta < C``.
+        Indices of the support vectors, ``0 < beta < C``. A repeated row is solved once, for
+        all its copies (:func:`solve_enclosing_sphere`): its first copy stands for it here and
+        in ``support_vectors_``, with the copies' summed ``beta`` (at most ``C`` times their
+        number).
     bounded_ : ndarray
-        Indices of the bounded SVs, ``beta = C`` (outside the sphere).
+        Indices of the bounded SVs, ``beta = C`` (outside the sphere), with every copy.
     n_support_ : int
         Number of support vectors (the seed's ``n_sv``).
     n_bounded_ : int
@@ -979,7 +1013,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         else:
             q = resolve_gamma(X, self.gamma)
             report(progress, 0, None, f"solving the enclosing sphere for {n} points, q={q:.4g}")
-            fit = fit_svc(X, q, p, *args)
+            fit = fit_svc(X, q, p, *args, copies_of_rows(X))
             self.schedule_ = []
         self._store(X, fit)
         report(progress, max(len(self.schedule_), 1), self.objective_,
@@ -1031,7 +1065,8 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.radius_ = float(sphere.radius)
         self.threshold_ = float(sphere.threshold)
         self.support_ = np.sort(sphere.index[~sphere.bounded])
-        self.bounded_ = np.sort(sphere.index[sphere.bounded])
+        # Outside the sphere: the bounded SVs and, on a sphere over distinct rows, their copies.
+        self.bounded_ = np.flatnonzero(fit.labels < 0)
         self.outliers_ = self.bounded_
         self.n_support_ = int(self.support_.size)
         self.n_bounded_ = int(self.bounded_.size)
