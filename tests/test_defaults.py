@@ -323,6 +323,29 @@ def test_squared_distances_are_exact_far_from_the_origin():
                                pairwise_kernel(X, X[:5], gamma=0.5), atol=1e-9)
 
 
+def test_squared_distances_are_exact_between_points_close_beside_the_spread():
+    # Two groups a unit apart, each within 1e-9: a shift cannot shrink |x|, and the expansion's
+    # error (~1e-16 in d^2) was a hundred times the within-group d^2 (~1e-18).
+    rng = np.random.default_rng(0)
+    X = np.repeat([[0.0, 0.0], [1.0, 1.0]], 20, axis=0) + 1e-9 * rng.normal(size=(40, 2))
+    exact = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    np.testing.assert_allclose(squared_distances(X), exact, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(squared_distances(X[:7], X), exact[:7], rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("name", DEFAULTS_ISSUE_ALGORITHMS)
+def test_two_groups_far_apart_beside_their_spread_are_found(name):
+    # The local width is the groups' spread (1e-9); with the expansion's distances the kernel
+    # within a group was noise: iterSVR and SDP MMC split both groups at random (ARI ~0), and
+    # SDP MMC stopped with an uncertified gap of 2e2.
+    rng = np.random.RandomState(0)
+    X = np.r_[np.zeros((50, 2)), np.ones((50, 2))] + 1e-9 * rng.randn(100, 2)
+    y = np.repeat([0, 1], 50)
+    labels = get_spec(name).build({"n_clusters": 2, "random_state": 0}).fit(X).labels_
+    assert adjusted_rand_score(y, KMeans(2, n_init=10, random_state=0).fit_predict(X)) == 1.0
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
 def test_local_scaling_width_of_many_points_is_that_of_a_sample_of_the_reference_size():
     # Searched among all n points the 7th neighbour comes closer as n grows (n^(-1/2) in 2-D);
     # the width of 40,000 moons is that of 2,000 of them, near the width of another 2,000.
