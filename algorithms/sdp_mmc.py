@@ -777,10 +777,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                    copies: np.ndarray | None = None) -> _TwoClassFit:
         """SDP (3.5) on ``K_raw`` under ``|e^T y| <= limit``, and its labels (Theorem 1);
         ``groups``: the low-rank solver keeps each group on one side (a cvxpy solver ignores
-        them, the caller then moves whole groups); ``copies`` (low-rank solver, no ``groups``):
-        the index of each point's distinct row (:func:`copies_of_rows`), the program then solved
-        over the distinct rows, each weighted by its number of copies, and the copies labelled
-        alike."""
+        them, the caller then moves whole groups); ``copies`` (low-rank solver): the index of
+        each point's distinct row (:func:`algorithms.kernels.copies_of_rows`), the program then
+        solved over the distinct rows, each weighted by its number of copies (and ``groups``
+        read on them), and the copies labelled alike."""
         K = margin_kernel(K_raw)  # no bias in (3.5): centre in feature space (section 3.1)
         certificate = rounded = None
         if copies is not None:
