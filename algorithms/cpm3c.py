@@ -1044,7 +1044,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=True, accept_sparse="csr")
         check_clustering_input(X, self.n_clusters)
-        rows = None if sp.issparse(X) else distinct_rows(X)[1]
+        rows = distinct_rows(X)[1]
         rng = check_random_state(self.random_state)
         if self.normalize == "l2":
             X = normalize_rows(X)
