@@ -675,21 +675,21 @@ def solve_cpm3c(
 
 
 def _eliminated_clusters(labels: np.ndarray, n_clusters: int,
-                         rows: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+                         first_rows: Callable[[], np.ndarray] | None = None) -> np.ndarray:
     """Clusters holding fewer than a tenth of an even share ``n / k`` (at least one point):
     what class elimination leaves behind (an emptied class keeps a stray point or two).
 
-    With ``rows`` (each point's distinct row, :func:`algorithms.kernels.distinct_rows`, asked
-    for only when some cluster is small: 1.4 s at 200,000 x 64) a cluster must also be that
+    With ``first_rows`` (the first occurrence of each distinct row,
+    :func:`algorithms.kernels.distinct_rows`, asked for only when some cluster is small: 1.4 s
+    at 200,000 x 64) a cluster must also be that
     small in distinct rows (a tenth of ``n_distinct / k``): one point repeated 290 times beside
     ten others made every 3-partition "eliminate" a cluster of the ten (fewer than 10 points),
     so the fallback to the starting partition's classifier never applied and one cluster came
     back empty. A cluster of copies alone is large in points."""
     small = _small_clusters(labels, n_clusters)
-    if rows is None or small.size == 0:
+    if first_rows is None or small.size == 0:
         return small
-    first = np.unique(rows(), return_index=True)[1]
-    return np.intersect1d(small, _small_clusters(labels[first], n_clusters))
+    return np.intersect1d(small, _small_clusters(labels[first_rows()], n_clusters))
 
 
 def _small_clusters(labels: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -1047,7 +1047,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True, accept_sparse="csr")
         check_clustering_input(X, self.n_clusters)
         given = X  # X is normalized and mapped below; copies are copies in the input
-        rows = cache(lambda: distinct_rows(given)[1])
+        first_rows = cache(lambda: distinct_rows(given)[0])
         rng = check_random_state(self.random_state)
         if self.normalize == "l2":
             X = normalize_rows(X)
@@ -1092,7 +1092,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             run_labels = labels_from_scores(data.scores(run.w, run.b))
             # Lowest objective (11) wins, but a run that eliminated a class only if all did: the
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
-            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters, rows)
+            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters, first_rows)
             key = (bool(run_eliminated.size), float(run.objective))
             # A later run must improve by more than rounding (sparse and dense agree then).
             if best_key is None or key[0] < best_key[0] or (
@@ -1104,7 +1104,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             # Every run lost a class once its labels were free; the supervised SVM of the best
             # run's starting partition (its held-labels phase) keeps every cluster.
             held_labels = labels_from_scores(data.scores(result.held.w, result.held.b))
-            if _eliminated_clusters(held_labels, self.n_clusters, rows).size == 0:
+            if _eliminated_clusters(held_labels, self.n_clusters, first_rows).size == 0:
                 self.warnings_.append(
                     f"class elimination: every one of the {n_runs} runs emptied a cluster once "
                     "its labels were free; kept the max-margin classifier of the best run's "

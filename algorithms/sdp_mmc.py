@@ -746,16 +746,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         signs = None
         if labels is not None:
             signs = np.where(labels < 0, 0.0, np.where(labels == 1, 1.0, -1.0))
-        n = K_raw.shape[0]
-        limit = balance_limit(n, self.class_balance)
         copies = None
         if signs is None and self.solver_ == "lowrank":
             copies = copies_of_rows(X)
-        if copies is not None:
-            # Copies share a side, so a row with more copies than (n + limit) / 2 would leave
-            # (3.5) infeasible: allow the imbalance of that row alone against the rest.
-            limit = max(limit, 2.0 * np.bincount(copies).max() - n)
-        fit = self._two_class(K_raw, signs, limit, progress, copies=copies)
+        fit = self._two_class(K_raw, signs, balance_limit(K_raw.shape[0], self.class_balance),
+                              progress, copies=copies)
         self.warnings_ += fit.notes
         self.label_matrix_, self.objective_, self.scores_ = fit.M, fit.omega, fit.scores
         self.n_iter_ = fit.n_iter
@@ -783,6 +778,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         read on them), and the copies labelled alike."""
         K = margin_kernel(K_raw)  # no bias in (3.5): centre in feature space (section 3.1)
         certificate = rounded = None
+        if copies is not None and groups is None:
+            # Copies share a side, so a row with more copies than (n + limit) / 2 would leave
+            # (3.5) infeasible: allow the imbalance of that row alone against the rest (whole
+            # groups already carry the imbalance their caller allows).
+            limit = max(limit, 2.0 * np.bincount(copies).max() - K_raw.shape[0])
         if copies is not None:
             first = np.unique(copies, return_index=True)[1]
             M, omega, notes, n_iter, certificate = self._solve_two_class_lowrank(
@@ -856,8 +856,6 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             copies = None
             if self.solver_ == "lowrank":  # a point's copies in its guide cluster
                 copies = copies_of_rows(np.column_stack([X[index], leaf_guide]))
-            if copies is not None and groups is None:
-                limit = max(limit, 2.0 * np.bincount(copies).max() - index.size)
             fit = self._two_class(K_raw[np.ix_(index, index)], None, limit, leaf_progress,
                                   groups, copies)
             splits.append(fit)
