@@ -216,6 +216,31 @@ def test_copies_of_one_point_share_a_cluster_and_no_cluster_is_empty(name, X):
         assert adjusted_rand_score(kmeans, labels) >= 0.9
 
 
+@pytest.mark.parametrize("name", DEFAULTS_ISSUE_ALGORITHMS)
+@pytest.mark.parametrize(("n", "k"), [(2, 2), (3, 3), (4, 3), (5, 2)])
+def test_as_many_clusters_as_asked_for_on_a_handful_of_points(name, n, k):
+    # Points 5 apart on a line, in 2-D; the baseline k-means finds k clusters. Before, SVC gave
+    # one cluster for n = k (a single point was a fragment) and for 5 points at k = 2 (a third
+    # support vector was "too many", so p rose to its limit without a split).
+    X = np.column_stack([5.0 * np.arange(n), np.zeros(n)])
+    assert np.unique(KMeans(k, n_init=10, random_state=0).fit_predict(X)).size == k
+    labels = get_spec(name).build({"n_clusters": k, "random_state": 0}).fit(X).labels_
+    assert np.unique(labels).size == k
+
+
+def test_svc_finds_thirty_clusters_each_smaller_than_five_percent_of_the_points():
+    # 30 blobs of 20 points on a grid 6 apart: 5 % of 600 points is 30, so every cluster was a
+    # fragment and the schedule returned 12 clusters (ARI 0.21). A fragment is now at most half
+    # the mean cluster size.
+    centres = 6.0 * np.array([(i, j) for i in range(6) for j in range(5)])
+    X = np.repeat(centres, 20, axis=0) + np.random.RandomState(0).randn(600, 2)
+    y = np.repeat(np.arange(30), 20)
+    est = SupportVectorClustering(30, random_state=0).fit(X)
+    kmeans = KMeans(30, n_init=10, random_state=0).fit_predict(X)
+    assert est.n_clusters_ == 30
+    assert adjusted_rand_score(y, est.labels_) >= adjusted_rand_score(y, kmeans) - 0.05
+
+
 def test_cpm3c_on_sparse_copies_of_an_empty_row_reports_no_class_elimination():
     # 290 empty rows and ten others, k = 3: the two clusters of the ten are small in points
     # but not in distinct rows; counted in points alone, every run "eliminated" two clusters
