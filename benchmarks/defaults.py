@@ -277,14 +277,27 @@ def grid_sets(n: int) -> list[ClusteringSet]:
     return sets
 
 
+def many_cluster_sets(n_clusters: int, size: int = 20) -> list[ClusteringSet]:
+    """``n_clusters`` 2-D blobs of ``size`` points (unit spread) centred on a square grid, 6
+    apart (separated) and 4 apart (touching: k-means ARI about 0.8)."""
+    side = int(np.ceil(np.sqrt(n_clusters)))
+    grid = np.array([(i, j) for i in range(side) for j in range(side)][:n_clusters], float)
+    y = np.repeat(np.arange(n_clusters), size)
+    noise = np.random.RandomState(0).randn(y.size, 2)
+    return [ClusteringSet(f"{n_clusters} blobs {step:g} apart", np.repeat(step * grid, size, 0)
+                          + noise, y) for step in (6.0, 4.0)]
+
+
 def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,
-             make_sets: Callable[[int], list[ClusteringSet]] = large_sets) -> None:
-    """Print, row by row, a Markdown table of ARI (seconds) of k-means and of each algorithm
-    with its defaults on ``make_sets(n)`` (:func:`large_sets`) at every size; an algorithm is
-    skipped above the service's limit for it."""
+             make_sets: Callable[[int], list[ClusteringSet]] = large_sets,
+             peers: tuple[str, ...] = ("k-means",)) -> None:
+    """Print, row by row, a Markdown table of ARI (seconds) of the scikit-learn ``peers`` and of
+    each algorithm with its defaults on ``make_sets(size)`` (:func:`large_sets`) at every size;
+    an algorithm is skipped above the service's limit for it. The ``n`` column is the number of
+    points."""
     from algorithms.registry import get_spec
 
-    clusterers = {"k-means": scikit_learn_peers()["k-means"],
+    clusterers = {**{name: scikit_learn_peers()[name] for name in peers},
                   **{name: registry_clusterer(name) for name in algorithms}}
     limits = {name: get_spec(name).max_n_for(get_spec(name).params_model())
               for name in algorithms}
@@ -293,13 +306,13 @@ def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,
         for data in make_sets(n):
             cells = []
             for name, clusterer in clusterers.items():
-                if n > limits.get(name, n):
+                if data.y.size > limits.get(name, data.y.size):
                     cells.append("above max_n")
                     continue
                 result = score(clusterer, data, seed)
                 cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s)"
                              + (" !" if result.error else ""))
-            print(f"| {data.name} | {n:,} | " + " | ".join(cells) + " |", flush=True)
+            print(f"| {data.name} | {data.y.size:,} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
@@ -314,6 +327,9 @@ def main() -> None:
                         help="instead: ARI and seconds on large_sets at these sizes (k-means too)")
     parser.add_argument("--grid", nargs="+", type=int, metavar="N",
                         help="instead: ARI and seconds on grid_sets at these sizes (k-means too)")
+    parser.add_argument("--many-clusters", nargs="+", type=int, metavar="K",
+                        help="instead: ARI and seconds on many_cluster_sets with these numbers "
+                        "of clusters (k-means too)")
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
     # their results, not of this table.
@@ -324,6 +340,10 @@ def main() -> None:
         return
     if args.grid:
         at_scale(algorithms, args.grid, seed=args.seed, make_sets=grid_sets)
+        return
+    if args.many_clusters:
+        at_scale(algorithms, args.many_clusters, seed=args.seed, make_sets=many_cluster_sets,
+                 peers=("k-means", "spectral"))
         return
     sets = heldout_sets() if args.heldout else sweep_sets() if args.sweep else public_sets()
     scores = run_suite(sets, algorithms, seed=args.seed)
