@@ -249,6 +249,21 @@ def test_class_balance_l_controls_the_split_of_imbalanced_blobs():
     assert minority[0.0] > minority[0.5] + 0.05
 
 
+@pytest.mark.parametrize("balance", [0.03, 0.3])
+def test_balance_holds_for_every_pair_of_biases_though_only_violated_pairs_are_rows(balance):
+    # Four separated blobs of 150 / 100 / 60 / 20 points: the biases spread 0.90 apart without
+    # (16), so it binds. The QP carries only the pairs it found violated (BalanceRows), and the
+    # spread of all k biases, max b - min b over the 12 ordered pairs, is exactly the limit.
+    X, y = make_blobs([150, 100, 60, 20], centers=[(0, 0), (8, 0), (0, 8), (8, 8)],
+                      random_state=0)
+    est = CPM3C(n_clusters=4, kernel="linear", class_balance=balance, random_state=0).fit(X)
+    biases = est.intercept_ + est.coef_ @ X.mean(axis=0)  # b_p in the centred coordinates
+    assert np.ptp(biases) == pytest.approx(balance, abs=1e-6)
+    assert clustering_error(y, est.labels_) == 0.0
+    free = CPM3C(n_clusters=4, kernel="linear", class_balance=3.0, random_state=0).fit(X)
+    assert np.ptp(free.intercept_ + free.coef_ @ X.mean(axis=0)) > 0.5
+
+
 def test_loose_balance_lets_the_trivial_one_cluster_solution_win(digits):
     # Why (16) exists (seed section 2.3): without it the largest margin puts all points together.
     X, _ = digit_subset(digits, (3, 8))
