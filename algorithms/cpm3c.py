@@ -1119,6 +1119,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         binary = self.n_clusters == 2
         step = 0
         result, labels, best_key, eliminated = None, None, None, None
+        result_held: _HeldFit | None = None  # the held phase of the run kept, if it emptied any
         fewest_emptied: _HeldFit | None = None  # the held phase that kept the most clusters
         starts = self._starts(X, spectral_start, rng)
         n_runs = len(starts)
@@ -1140,24 +1141,26 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
             run_eliminated = _eliminated_clusters(run_labels, self.n_clusters, first_rows)
             key = (bool(run_eliminated.size), float(run.objective))
+            run_held = None
+            if run_eliminated.size and run.held is not None:
+                run_held = _HeldFit.of(run.held, data, self.n_clusters, first_rows)
+                if fewest_emptied is None or run_held.key < fewest_emptied.key:
+                    fewest_emptied = run_held
             # A later run must improve by more than rounding (sparse and dense agree then).
             if best_key is None or key[0] < best_key[0] or (
                 key[0] == best_key[0] and key[1] < best_key[1] * (1 - 1e-6)
             ):
                 result, labels, best_key, eliminated = run, run_labels, key, run_eliminated
-            if run_eliminated.size and run.held is not None:
-                held = _HeldFit.of(run.held, data, self.n_clusters, first_rows)
-                if fewest_emptied is None or held.key < fewest_emptied.key:
-                    fewest_emptied = held
+                result_held = run_held
         self.warnings_ = []
-        if eliminated.size and result.held is not None:
+        if eliminated.size and result_held is not None:
             # Every run lost a class once its labels were free. The supervised SVM of the best
             # run's starting partition (its held-labels phase) is kept when it keeps every
             # cluster; otherwise the held phase of any run that empties fewer clusters than the
             # free labels do (50 touching blobs: one held phase left a cluster empty, another
             # none, and the free runs kept 9 clusters, ARI 0.18 against 0.76).
-            held, whose = _HeldFit.of(result.held, data, self.n_clusters, first_rows), "the best"
-            if held.eliminated.size and fewest_emptied and fewest_emptied.key < held.key:
+            held, whose = result_held, "the best"
+            if held.eliminated.size and fewest_emptied.key < held.key:
                 held, whose = fewest_emptied, "the fewest-emptying"
             if held.eliminated.size < eliminated.size:
                 self.warnings_.append(

@@ -277,15 +277,21 @@ def grid_sets(n: int) -> list[ClusteringSet]:
     return sets
 
 
-def many_cluster_sets(n_clusters: int, size: int = 20) -> list[ClusteringSet]:
-    """``n_clusters`` 2-D blobs of ``size`` points (unit spread) centred on a square grid, 6
-    apart (separated) and 4 apart (touching: k-means ARI about 0.8)."""
+def grid_blobs(n_clusters: int, size: int, step: float, seed: int = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``n_clusters`` 2-D blobs of ``size`` points (unit spread), centred ``step`` apart on a
+    square grid filled row by row; points and their blob."""
     side = int(np.ceil(np.sqrt(n_clusters)))
     grid = np.array([(i, j) for i in range(side) for j in range(side)][:n_clusters], float)
     y = np.repeat(np.arange(n_clusters), size)
-    noise = np.random.RandomState(0).randn(y.size, 2)
-    return [ClusteringSet(f"{n_clusters} blobs {step:g} apart", np.repeat(step * grid, size, 0)
-                          + noise, y) for step in (6.0, 4.0)]
+    noise = np.random.RandomState(seed).randn(y.size, 2)
+    return np.repeat(step * grid, size, axis=0) + noise, y
+
+
+def many_cluster_sets(n_clusters: int, size: int = 20) -> list[ClusteringSet]:
+    """:func:`grid_blobs` 6 apart (separated) and 4 apart (touching: k-means ARI about 0.8)."""
+    return [ClusteringSet(f"{n_clusters} blobs {step:g} apart",
+                          *grid_blobs(n_clusters, size, step)) for step in (6.0, 4.0)]
 
 
 def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,

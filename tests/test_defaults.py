@@ -23,7 +23,7 @@ from algorithms.kernels import local_scaling_gamma, pairwise_kernel, squared_dis
 from algorithms.registry import get_spec
 from algorithms.sdp_mmc import SDPMMC
 from algorithms.svc import SupportVectorClustering
-from benchmarks.defaults import public_sets, run_suite
+from benchmarks.defaults import grid_blobs, public_sets, run_suite
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -183,18 +183,11 @@ def test_cpm3c_keeps_ten_digit_clusters_where_free_labels_empty_them():
     np.testing.assert_array_equal(est.predict(X), est.labels_)
 
 
-def _grid_blobs(n_clusters: int, size: int, step: float, seed: int):
-    side = int(np.ceil(np.sqrt(n_clusters)))
-    centres = step * np.array([(i, j) for i in range(side) for j in range(side)][:n_clusters])
-    X = np.repeat(centres, size, axis=0) + np.random.RandomState(seed).randn(n_clusters * size, 2)
-    return X, np.repeat(np.arange(n_clusters), size)
-
-
 def test_cpm3c_keeps_the_start_classifier_that_empties_fewer_clusters_than_the_free_runs():
     # 16 touching blobs of 5 points: both runs keep 3 clusters once the labels are free and
     # both held phases (the starts' max-margin classifiers) empty two. Only a held phase that
     # kept every cluster was used, so 3 clusters came back (ARI 0.16; k-means 0.40).
-    X, y = _grid_blobs(16, 5, 3.0, seed=0)
+    X, y = grid_blobs(16, 5, 3.0, seed=0)
     kmeans = KMeans(16, n_init=10, random_state=0).fit_predict(X)
     est = CPM3C(n_clusters=16, random_state=0).fit(X)
     assert np.unique(est.labels_).size >= 14
@@ -205,7 +198,7 @@ def test_cpm3c_keeps_the_start_classifier_that_empties_fewer_clusters_than_the_f
 def test_cpm3c_keeps_another_runs_start_classifier_when_the_best_runs_empties_a_cluster():
     # 24 blobs of 7 points: the best free run's held phase empties one cluster, the other's
     # none; before, the free labels came back (3 clusters, ARI 0.14).
-    X, _ = _grid_blobs(24, 7, 4.0, seed=1)
+    X, _ = grid_blobs(24, 7, 4.0, seed=1)
     est = CPM3C(n_clusters=24, random_state=0).fit(X)
     assert np.unique(est.labels_).size == 24
     assert est.warnings_ == ["class elimination: every one of the 2 runs emptied a cluster once "
