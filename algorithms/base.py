@@ -17,12 +17,13 @@ from __future__ import annotations
 import io
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import eigsh
 from sklearn.svm import SVC
@@ -48,13 +49,13 @@ KernelParam = Annotated[
 # and either would only fail later in a worker (and echo back as invalid JSON).
 PositiveFloat = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
 GammaParam = Annotated[
-    PositiveFloat | Literal["auto", "seed", "scale"],
+    PositiveFloat | Literal["auto", "paper", "scale"],
     Field(
         description=(
             "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
-            "data-adaptive default (iterSVR, CPM3C: 1 / (2 sigma^2), sigma the median distance "
-            "from a point to its 7th nearest neighbour; see the algorithm's documentation); "
-            "'seed' is the seed's own heuristic; 'scale' is 1 / (n_features * X.var())."
+            "data-adaptive default (1 / (2 sigma^2), sigma the median distance from a point to "
+            "its 7th nearest neighbour); 'paper' is the width heuristic of the algorithm's "
+            "paper; 'scale' is 1 / (n_features * X.var())."
         )
     ),
 ]
@@ -67,11 +68,69 @@ RandomStateParam = Annotated[
 SampleSolver = Literal["auto", "exact", "sample"]
 
 
+# The default of a renamed parameter that ``__init__`` still accepts for one release.
+DEPRECATED = "deprecated"
+# Values renamed in every model that has the parameter (old value -> new value).
+RENAMED_VALUES: dict[str, dict[str, str]] = {
+    "gamma": {"seed": "paper"},
+    "solver": {"cvxpy": "scs", "SCS": "scs", "CLARABEL": "clarabel"},
+}
+
+
+# Old parameter name -> (new name, conversion of the value or None).
+Renames = Mapping[str, tuple[str, Callable[[Any], Any] | None]]
+
+
+def reciprocal(value: Any) -> Any:
+    """``1 / value`` for a number (``beta = 1 / C``); anything else is left for validation."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
+        return 1.0 / value
+    return value
+
+
 class AlgorithmParams(BaseModel):
-    """Base of every algorithm's parameter model: unknown parameters are an error."""
+    """Base of every algorithm's parameter model: unknown parameters are an error.
+
+    A model is the one source of truth for its algorithm's parameters: name, default, bounds and
+    a one-line meaning (``description``); the estimator's ``__init__`` and docstring agree with
+    it (``tests/test_params.py``). Renamed parameters and values keep working for one release:
+    ``renamed`` maps an old name to ``(new name, conversion or None)``; the values of
+    ``RENAMED_VALUES`` are translated; either raises a ``DeprecationWarning``.
+    """
 
     # Every float parameter is finite: no inf or NaN reaches a worker or a stored record.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    renamed: ClassVar[Renames] = {}
+    # Parameters of ``__init__`` that only the library takes (an estimator object, say): not
+    # part of the API's schema.
+    library_only: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _translate_renamed(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = {key: value for key, value in data.items() if key not in cls.library_only}
+        for old, (new, convert) in cls.renamed.items():
+            if old not in data:
+                continue
+            value = data.pop(old)
+            if isinstance(value, str) and value == DEPRECATED:
+                continue
+            warnings.warn(f"parameter {old!r} is renamed {new!r}"
+                          + (" (with the value converted)" if convert else "")
+                          + "; the old name stops working in the next release",
+                          DeprecationWarning, stacklevel=4)
+            data[new] = convert(value) if convert else value
+        for name, values in RENAMED_VALUES.items():
+            value = data.get(name)
+            if name in cls.model_fields and isinstance(value, str) and value in values:
+                warnings.warn(f"{name}={value!r} is renamed {name}={values[value]!r}; the old "
+                              "value stops working in the next release",
+                              DeprecationWarning, stacklevel=4)
+                data[name] = values[value]
+        return data
 
     def estimator_kwargs(self) -> dict[str, Any]:
         return self.model_dump()
@@ -300,6 +359,15 @@ class MMCEstimatorMixin:
         except ValidationError as error:
             raise ValueError(_format_validation_error(error)) from None
 
+    def _renamed(self, name: str) -> Any:
+        """The value of parameter ``name``, or of the deprecated parameter it replaces (converted)
+        when a caller set that one."""
+        for old, (new, convert) in self.params_model.renamed.items():
+            value = getattr(self, old, DEPRECATED)
+            if new == name and not (isinstance(value, str) and value == DEPRECATED):
+                return convert(value) if convert else value
+        return getattr(self, name)
+
     # Fitted attributes reported with a job's result when present (DESIGN.md: "algorithm extras").
     _result_attributes: ClassVar[tuple[str, ...]] = (
         "objective_", "n_iter_", "gamma_", "solver_", "n_support_", "objective_history_",
@@ -331,10 +399,13 @@ class MMCEstimatorMixin:
         """Portable model: ``(meta, arrays)``, JSON metadata and numeric arrays (no pickle)."""
         check_is_fitted(self)
         state, arrays = self._export_state()
+        params = {name: value for name, value in self.get_params(deep=False).items()  # type: ignore[attr-defined]
+                  if name not in self.params_model.library_only
+                  and not (isinstance(value, str) and value == DEPRECATED)}
         meta = {
             "format": MODEL_FORMAT,
             "estimator": type(self).__name__,
-            "params": _jsonable(self.get_params(deep=False)),  # type: ignore[attr-defined]
+            "params": _jsonable(params),
             "n_features_in": int(getattr(self, "n_features_in_", 0)),
             "state": _jsonable(state),
         }
@@ -348,7 +419,10 @@ class MMCEstimatorMixin:
             raise ValueError(f"unsupported model format {meta.get('format')!r}")
         if meta.get("estimator") != cls.__name__:
             raise ValueError(f"model is a {meta.get('estimator')}, not a {cls.__name__}")
-        estimator = cls(**meta["params"])
+        with warnings.catch_warnings():  # a model stored before a rename loads as it was fitted
+            warnings.simplefilter("ignore", DeprecationWarning)
+            params = cls.params_model.model_validate(dict(meta["params"])).model_dump()
+        estimator = cls(**params)
         estimator.n_features_in_ = int(meta.get("n_features_in", 0))
         estimator._import_state(dict(meta.get("state", {})), dict(arrays))
         return estimator

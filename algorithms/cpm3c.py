@@ -40,7 +40,7 @@ Data are centered and scaled to unit mean squared norm inside the solver and a b
 added (regularized with ``w``). The paper has no bias and uncentered data, where
 ``sum_i w_p.x_i = w_p.(n mean)`` acts as one; making it explicit keeps the class balance (16),
 ``-l <= sum_i (f_p(x_i) - f_q(x_i)) <= l``, meaningful for any data (for centered data without a
-bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = class_balance``.
+bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = score_balance``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -60,6 +60,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
+    DEPRECATED,
     AlgorithmParams,
     GammaParam,
     KernelParam,
@@ -67,12 +68,13 @@ from algorithms.base import (
     NClusters,
     ProgressCallback,
     RandomStateParam,
+    Renames,
     as_float_matrix,
     check_clustering_input,
     report,
 )
 from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
-from algorithms.starts import (
+from algorithms.selection.candidates import (
     kmeans_partitions,
     partition_key,
     spectral_partition,
@@ -87,7 +89,7 @@ from algorithms.starts import (
 AUTO_WIDTH_MULTIPLE = 2.0
 # The seed's setting: linear kernel (the bounding-box width where "rbf" is asked for) and k-means
 # starts; the paper rows of tests/ and benchmarks/ run with it.
-SEED_SETTING = {"kernel": "linear", "gamma": "seed", "init": "k-means", "supervised_start": False}
+PAPER_SETTING = {"kernel": "linear", "gamma": "paper", "init": "k-means", "supervised_start": False}
 
 # ---------------------------------------------------------------------------------------------
 # The dual of the QP (20): a small dense QP over the working set
@@ -577,7 +579,7 @@ def solve_cpm3c(
     b0: np.ndarray,
     *,
     C: float,
-    class_balance: float,
+    score_balance: float,
     epsilon: float,
     cccp_tol: float,
     max_iter: int,
@@ -636,10 +638,10 @@ def solve_cpm3c(
             Q[:n_alpha, n_alpha:] = -(G_bias @ P.T)
             Q[n_alpha:, :n_alpha] = Q[:n_alpha, n_alpha:].T
             Q[n_alpha:, n_alpha:] = P @ P.T
-            q = np.concatenate([d, -np.full(P.shape[0], class_balance)])
+            q = np.concatenate([d, -np.full(P.shape[0], score_balance)])
             v = solve_cutting_plane_dual(Q, q, n_alpha, C, v)
             alpha, mu = v[:n_alpha], v[n_alpha:]
-            if not balance.add_most_violated(G_bias.T @ alpha - P.T @ mu, class_balance):
+            if not balance.add_most_violated(G_bias.T @ alpha - P.T @ mu, score_balance):
                 break
             v = np.append(v, 0.0)
         n_cccp += 1
@@ -800,29 +802,33 @@ class PrincipalComponents:
 
 
 class CPM3CParams(AlgorithmParams):
-    """Parameters of :class:`CPM3C` (defaults from the seed and measurements, see the class)."""
+    """Parameters of :class:`CPM3C` (defaults from Zhao, Wang and Zhang 2008 unless the class
+    docstring says otherwise)."""
+
+    renamed: ClassVar[Renames] = {"n_components": ("n_landmarks", None),
+                                  "class_balance": ("score_balance", None)}
 
     n_clusters: NClusters = 2
     kernel: KernelParam = "rbf"
     gamma: GammaParam = "auto"
     width_factor: float = Field(
         1.0, gt=0, le=100,
-        description="For kernel='rbf', gamma='seed': sigma = width_factor * D, gamma = 1/sigma^2.",
+        description="For kernel='rbf', gamma='paper': sigma = width_factor * D, gamma = 1/sigma^2.",
     )
     init: Literal["spectral", "k-means"] = Field(
         "spectral",
         description=(
             "Initial weights of the first run: from the clusters of the kNN graph's spectral "
-            "partition ('spectral'; later runs start from k-means) or from k-means (the seed)."
+            "partition ('spectral'; later runs start from k-means) or from k-means (the paper's)."
         ),
     )
-    n_components: int = Field(
+    n_landmarks: int = Field(
         300, ge=10, le=5000, description="Nystrom coordinates used for kernel='rbf'."
     )
     width_reference: Literal["diameter", "max_distance"] = Field(
         "diameter",
         description=(
-            "For kernel='rbf', gamma='seed': the distance D that width_factor multiplies, the "
+            "For kernel='rbf', gamma='paper': the distance D that width_factor multiplies, the "
             "bounding-box diagonal ('diameter') or the largest pairwise distance ('max_distance', "
             "the seed's sigma_0)."
         ),
@@ -838,7 +844,7 @@ class CPM3CParams(AlgorithmParams):
         100.0, gt=0, le=1e7,
         description="Weight of the slack xi against 1/2 sum ||w_p||^2 (the seed's 1 / beta).",
     )
-    class_balance: float = Field(
+    score_balance: float = Field(
         0.03, ge=0, le=1e3,
         description=(
             "l / n in the class balance (16): -l <= sum_i (f_p(x_i) - f_q(x_i)) <= l, i.e. the "
@@ -886,7 +892,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Number of clusters ``k``; 2 uses the binary form (one ``w`` and a bias), more the
         Crammer-Singer form (one ``w_p`` and ``b_p`` per cluster).
     kernel : {"rbf", "linear"}, default="rbf"
-        "rbf" runs the linear algorithm on ``n_components`` Nystrom coordinates of the RBF kernel
+        "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of the RBF kernel
         ``exp(-gamma ||x - x'||^2)``, as the seed suggests (section 2.1: kernel-PCA coordinates);
         "linear" is the seed's own default. With ``gamma="seed"`` and ``width_factor = 0.4``
         (sigma near the median pairwise distance of the digits) it gives 98.73 % over the seed's
@@ -894,25 +900,26 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         8-9 (linear: 95.8 %). The seed's protocol (section 4.2: sigma from the grid
         ``{0.1 sigma_0, ..., sigma_0}`` per data set, ``sigma_0`` the largest pairwise distance)
         with kernel PCA truncated to the leading components: ``width_reference="max_distance"``,
-        ``width_factor=0.4``, ``n_components >= n`` (exact kernel PCA) and
-        ``kpca_components=20`` give 97.74 % on digits 8-9 and, with ``C = 3, class_balance = 0``,
+        ``width_factor=0.4``, ``n_landmarks >= n`` (exact kernel PCA) and
+        ``kpca_components=20`` give 97.74 % on digits 8-9 and, with ``C = 3, score_balance = 0``,
         96.63 % on {0,6,8,9} (seed Table 2: 97.74 % and 96.63 %); these settings were selected
         on this data (25 components give about 90 %); {1,2,7,9} stays at 90.1 %.
-    gamma : float or {"auto", "seed", "scale"}, default="auto"
+    gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width. "auto" is the shared local width
         (:func:`algorithms.kernels.local_scaling_gamma`) with ``sigma`` times
-        ``AUTO_WIDTH_MULTIPLE``; "seed" is ``1 / (width_factor * D)^2``
+        ``AUTO_WIDTH_MULTIPLE``; "paper" is ``1 / (width_factor * D)^2``
         with ``D`` set by ``width_reference``.
     width_factor : float, default=1.0
-        Multiplier of ``D`` for ``gamma="seed"``.
+        Multiplier of ``D`` for ``gamma="paper"``.
     init : {"spectral", "k-means"}, default="spectral"
         Initial weights of the first run: the class means of the kNN graph's spectral partition
-        (:func:`algorithms.starts.spectral_partition`); later runs, and all runs with "k-means"
+        (:func:`algorithms.selection.candidates.spectral_partition`); later runs, and all runs with
+        "k-means"
         (the seed), start from k-means centroids.
-    n_components : int, default=300
+    n_landmarks : int, default=300
         Nystrom landmarks; at least ``n`` makes the coordinates reproduce the kernel exactly.
     width_reference : {"diameter", "max_distance"}, default="diameter"
-        ``D`` for ``gamma="seed"``: the bounding-box diagonal (iterSVR's estimate) or the largest
+        ``D`` for ``gamma="paper"``: the bounding-box diagonal (iterSVR's estimate) or the largest
         pairwise distance, the seed's ``sigma_0`` (exact up to 2,000 points, else over 2,000
         points drawn at random).
     kpca_components : int or None, default=None
@@ -924,8 +931,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``1 / beta`` in (11). Data are centered and scaled to unit mean squared norm first, so
         ``C`` does not depend on the units of ``X``. 100 measured best on the digit pairs
         (k = 2); with k = 4 a large ``C`` lets a cluster vanish, and ``C = 3`` with
-        ``class_balance = 0`` measured best on digits {0,6,8,9} and {1,2,7,9}.
-    class_balance : float, default=0.03
+        ``score_balance = 0`` measured best on digits {0,6,8,9} and {1,2,7,9}.
+    score_balance : float, default=0.03
         ``l / n`` in (16): the largest difference between two clusters' mean scores
         ``(1/n) sum_i (f_p(x_i) - f_q(x_i))``. Smaller is more balanced; 0 forces equal mean scores.
         Too loose a balance lets the trivial "one cluster" solution win (with 1.0 every digit pair
@@ -960,7 +967,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         is fewer than the free labels empty. ``benchmarks/defaults.py``
         (``docs/defaults_rules.md``): 4 blobs 1:3 0.84 -> 1.00, digits {0,6,8,9} 0.86 -> 0.93,
         600 digits of ten classes 0.25 -> 0.64; held-out mean 0.854 -> 0.878, public 0.872 ->
-        0.873. ``SEED_SETTING`` turns it off.
+        0.873. ``PAPER_SETTING`` turns it off.
     normalize : {"none", "l2"}, default="none"
         Row preprocessing before the (optional) kernel map: "l2" scales every point to unit norm.
         Measured on the 45 digit pairs it does not help (97.8 % against 97.0 % linear; the rbf
@@ -1027,11 +1034,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         gamma: float | str = "auto",
         width_factor: float = 1.0,
         init: str = "spectral",
-        n_components: int = 300,
+        n_landmarks: int = 300,
         width_reference: str = "diameter",
         kpca_components: int | None = None,
         C: float = 100.0,
-        class_balance: float = 0.03,
+        score_balance: float = 0.03,
         epsilon: float = 0.01,
         cccp_tol: float = 0.01,
         max_iter: int = 200,
@@ -1041,17 +1048,19 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         n_restarts: int = 1,
         normalize: str = "none",
         random_state: int | None = None,
+        n_components: int | str = DEPRECATED,
+        class_balance: float | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
         self.width_factor = width_factor
         self.init = init
-        self.n_components = n_components
+        self.n_landmarks = n_landmarks
         self.width_reference = width_reference
         self.kpca_components = kpca_components
         self.C = C
-        self.class_balance = class_balance
+        self.score_balance = score_balance
         self.epsilon = epsilon
         self.cccp_tol = cccp_tol
         self.max_iter = max_iter
@@ -1061,6 +1070,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_restarts = n_restarts
         self.normalize = normalize
         self.random_state = random_state
+        self.n_components = n_components
+        self.class_balance = class_balance
 
     # -- fitting ----------------------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -1072,7 +1083,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 ) -> list[tuple[np.ndarray, np.ndarray]]:
         """Starting partitions and their centres, none twice: the spectral partition (if any),
         then the ``n_restarts`` best distinct partitions of one pool of ``n_init`` k-means runs
-        (:func:`algorithms.starts.kmeans_partitions`)."""
+        (:func:`algorithms.selection.candidates.kmeans_partitions`)."""
         starts, seen = [], set()
         if spectral_start is not None:
             starts.append((spectral_start, cluster_means(X, spectral_start, self.n_clusters)))
@@ -1108,9 +1119,10 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                                         width_reference=self.width_reference, random_state=rng)
             if self.gamma == "auto":
                 self.gamma_ /= AUTO_WIDTH_MULTIPLE**2
-            report(progress, 0, None, f"{self.n_components} Nystrom coordinates of the rbf kernel")
+            n_landmarks = self._renamed("n_landmarks")
+            report(progress, 0, None, f"{n_landmarks} Nystrom coordinates of the rbf kernel")
             self.nystrom_, X = NystromMap.fit_transform(
-                X, n_components=self.n_components, kernel="rbf", gamma=self.gamma_,
+                X, n_components=n_landmarks, kernel="rbf", gamma=self.gamma_,
                 random_state=rng)
             if self.kpca_components is not None:
                 self.kpca_ = PrincipalComponents.fit(X, self.kpca_components)
@@ -1194,7 +1206,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _solve(self, data: _Data, w0, b0, start_labels, on_iteration) -> CuttingPlaneResult:
         return solve_cpm3c(
-            data, w0, b0, C=self.C, class_balance=self.class_balance, epsilon=self.epsilon,
+            data, w0, b0, C=self.C, score_balance=self._renamed("score_balance"),
+            epsilon=self.epsilon,
             cccp_tol=self.cccp_tol, max_iter=self.max_iter, max_cccp_iter=self.max_cccp_iter,
             on_iteration=on_iteration,
             start_labels=start_labels if self.supervised_start else None,

@@ -122,21 +122,22 @@ from algorithms.base import (
     solve_conic,
     two_cluster_labels,
 )
-from algorithms.bisection import (
-    LeafSplit,
-    keep_guide_clusters_whole,
-    max_margin_guide,
-    recursive_bisection,
-    tree_labels,
-    tree_objective,
-)
+from algorithms.cpm3c import CPM3C
 from algorithms.kernels import (
     distinct_rows,
     local_scaling_gamma,
     normalized_laplacian,
     squared_distances,
 )
-from algorithms.margin import choose_with_spectral_candidate
+from algorithms.selection.bisection import (
+    LeafSplit,
+    guide_partition,
+    keep_guide_clusters_whole,
+    recursive_bisection,
+    tree_labels,
+    tree_objective,
+)
+from algorithms.selection.margin import choose_with_spectral_candidate
 from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +447,8 @@ def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSol
     With ``m`` groups the quadratic form is ``zeta^T A zeta`` for ``A = G^T (S + C_e ee^T) G``
     (``G`` the group indicator), minimised by enumeration of ``zeta`` with ``zeta_0 = +1``. This is
     the problem exactly where (10) would relax it over every point: with guide clusters kept whole
-    (:func:`algorithms.bisection.keep_guide_clusters_whole`) only these labelings can come out.
+    (:func:`algorithms.selection.bisection.keep_guide_clusters_whole`) only these labelings can
+    come out.
     On the six 1:5 blobs of the held-out sets the root relaxation over 1,040 points took 8.3 s.
     """
     A, group_of, _ = _group_form(S, groups, C_e)
@@ -663,24 +665,27 @@ def learn_kernel_weights(
 
 
 class GMMCParams(AlgorithmParams):
-    """Parameters of :class:`GMMC` (defaults from section 3 and 4 of the seed)."""
+    """Parameters of :class:`GMMC` (defaults from sections 3 and 4 of Valizadegan and Jin
+    2006)."""
+
+    library_only = ("guide",)
 
     n_clusters: NClusters = Field(
         2, description="2: the seed's problem (10); more: recursive bisection guided by "
         "CPM3C's multi-class max-margin partition (two-class splits only with "
         "kernel_learning=false).")
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
-    gamma: PositiveFloat | Literal["auto", "seed"] = Field(
+    gamma: PositiveFloat | Literal["auto", "paper"] = Field(
         "auto",
         description=(
             "RBF width exp(-gamma ||x-x'||^2); 'auto': the shared local-scaling width (sigma = "
-            "median distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'seed': "
+            "median distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': "
             "sigma = width_fraction x range of pairwise distances (section 4). Ignored with "
             "kernel_learning."
         ),
     )
     width_fraction: float = Field(
-        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='seed')."
+        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='paper')."
     )
     degree_regularization: float = Field(
         1.0, ge=0, le=100,
@@ -695,7 +700,7 @@ class GMMCParams(AlgorithmParams):
     )
     C_e: float = Field(1e4, gt=0, le=1e9, description="Weight of (z^T e)^2 in (5); seed: 10,000.")
     C_delta: float = Field(1e5, gt=0, le=1e10, description="Bound on gamma in (10); seed 1e5.")
-    solver: Literal["lowrank", "cvxpy"] = Field(
+    solver: Literal["lowrank", "scs"] = Field(
         "lowrank", description="Burer-Monteiro augmented Lagrangian, or the scaled SDP for SCS."
     )
     rank: int | None = Field(None, ge=1, le=200, description="Factor rank (lowrank solver).")
@@ -720,7 +725,7 @@ class GMMCParams(AlgorithmParams):
 
 # The seed's setting (section 4): the width at 20 % of the distance range and the plain
 # Laplacian; the paper rows of tests/ and benchmarks/ run with it.
-SEED_SETTING = {"gamma": "seed", "degree_regularization": 0.0, "spectral_candidate": False}
+PAPER_SETTING = {"gamma": "paper", "degree_regularization": 0.0, "spectral_candidate": False}
 
 
 class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -739,7 +744,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Two is the seed's problem (10). More clusters come from recursive bisection
         (:meth:`_fit_bisection`), each split a solve of (10); not with ``kernel_learning``.
     kernel : {"rbf"}, default="rbf"
-    gamma : float, "auto" or "seed", default="auto"
+    gamma : float, "auto" or "paper", default="auto"
         ``exp(-gamma ||x - x'||^2)``. ``"auto"``: the shared local-scaling width of
         :func:`algorithms.kernels.local_scaling_gamma`, which depends on ``X`` alone. ``"seed"``:
         the seed writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_fraction *
@@ -755,7 +760,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_widths : int, default=10
     C_e, C_delta : float, default=1e4, 1e5
         The seed's constants of (5) and (10).
-    solver : {"lowrank", "cvxpy"}, default="lowrank"
+    solver : {"lowrank", "scs"}, default="lowrank"
     rank : int or None
         Starting rank of the factor ``V`` (default ``min(sqrt(2n) + 1, 4)``), doubled while the
         certificate fails (up to three times).
@@ -769,11 +774,18 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     spectral_candidate : bool, default=True
         Two clusters without kernel learning: the labels of (10) and the spectral partition of
         the kNN graph are both scored by the soft-margin objective ``omega`` of that SVM
-        (``beta = 1 / C``, :mod:`algorithms.margin`) and the smaller is kept. (10)'s splits are
+        (``beta = 1 / C``, :mod:`algorithms.selection.margin`) and the smaller is kept. (10)'s
+        splits are
         even, and its relaxed labels can order the points badly: on standardized breast cancer
         (37:63) no threshold of them reaches the spectral partition's ARI. False is the seed's
         method (``SEED_SETTING``).
     random_state : int or None
+        Seed of the random number generator, for reproducible fits.
+    guide : clustering estimator or None, default=None
+        For ``n_clusters > 2``, the estimator whose k-partition steers the bisection
+        (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and given
+        ``n_clusters`` and ``random_state``. None: :class:`~algorithms.cpm3c.CPM3C` with its
+        defaults. Library only (the API uses the default).
 
     Attributes
     ----------
@@ -857,6 +869,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         C: float = 100.0,
         spectral_candidate: bool = True,
         random_state: int | None = None,
+        guide=None,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -875,6 +888,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.C = C
         self.spectral_candidate = spectral_candidate
         self.random_state = random_state
+        self.guide = guide
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X`` into two clusters; ``y`` is ignored."""
@@ -925,7 +939,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.kernel_learning:
             fractions = np.arange(1, self.n_widths + 1) / self.n_widths
             return width_fractions_gammas(sq_dist, fractions)
-        if self.gamma == "seed":
+        if self.gamma in ("paper", "seed"):
             return width_fractions_gammas(sq_dist, [self.width_fraction])
         if self.gamma == "auto":
             return np.array([local_scaling_gamma(X, random_state=self.random_state)])
@@ -933,7 +947,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _solve(self, S: np.ndarray, on_alm) -> GMMCSolution:
         """Problem (10) for one bias-eliminated Laplacian ``S``."""
-        if self.solver == "cvxpy":
+        if self.solver != "lowrank":
             return solve_gmmc_cvxpy(S, C_e=self.C_e, C_delta=self.C_delta)
         return solve_gmmc_lowrank(
             S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
@@ -1001,23 +1015,26 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _fit_bisection(self, X: np.ndarray, K: np.ndarray, on_alm,
                        progress: ProgressCallback | None) -> tuple[GMMCSolution, np.ndarray]:
-        """``n_clusters > 2``: recursive bisection (:mod:`algorithms.bisection`) with (10) on the
-        Laplacian of each cluster's points.
+        """``n_clusters > 2``: recursive bisection (:mod:`algorithms.selection.bisection`) with
+        (10) on the Laplacian of each cluster's points.
 
         The splits of (10) are even (breast cancer, 37:63, came out 1:1 at ``C_e`` = 1e4, 1 and
         0.1 alike), so a cluster holding three equal groups would be cut through one of them.
-        A k-partition of the data (:func:`algorithms.bisection.max_margin_guide`, CPM3C's
+        A k-partition of the data (:func:`algorithms.selection.bisection.guide_partition`, by
+        default CPM3C's
         multi-class max-margin clustering) guides the splits: its clusters stay whole, and the
         leaves that still hold several of them are split first; the k clusters are therefore the
-        guide's (:mod:`algorithms.bisection`). A leaf of at most ``EXACT_SPLIT_MAX_GROUPS``
+        guide's (:mod:`algorithms.selection.bisection`). A leaf of at most
+        ``EXACT_SPLIT_MAX_GROUPS``
         guide clusters is split by the labeling of whole clusters that minimises the objective
         (10) relaxes (:func:`split_whole_groups`, exact); a larger one by (10) restricted to
         labelings of whole guide clusters (:func:`relax_whole_groups`, an SDP of one row per
         guide cluster). A leaf of one guide cluster (a guide with fewer than ``k`` clusters) is
         split by (10) over its points.
         """
-        guide = max_margin_guide(X, self.n_clusters, check_random_state(self.random_state),
-                                 progress)
+        guide = guide_partition(X, self.n_clusters,
+                                self.guide if self.guide is not None else CPM3C(),
+                                check_random_state(self.random_state), progress)
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> LeafSplit:

@@ -16,7 +16,8 @@ Algorithm 2 of the seed, per binary split:
 Among restarts the labeling with the best MMC objective (2) is kept: as footnote 1 of the seed
 prescribes, the objective of a labeling is that of a hinge-loss SVM trained on it,
 ``1/2 ||w||^2 + C sum_i xi_i``. Two clusters from the spectral start (the default) compare their
-runs by the thesis's omega (3.1) instead (:mod:`algorithms.margin`, ``beta = 1 / C``, the rule of
+runs by the thesis's omega (3.1) instead (:mod:`algorithms.selection.margin`, ``beta = 1 / C``, the
+rule of
 GMMC and SDP MMC): that start loosens the balance (1) to its own imbalance, and (2), whose bias
 lets a small group pay little, then kept a 27:334 spectral group of digits 1 and 7 (ARI 0.02)
 over the even split of a k-means start (1.0). Splits inside the bisection keep (2): a split
@@ -24,9 +25,10 @@ there may separate one cluster of k (1:(k-1)), which omega's missing bias penali
 omega, wine fell from 0.86 to 0.69 ARI and 600 digits of ten classes from 0.72 to 0.56).
 
 ``n_clusters > 2`` uses recursive bisection (section 4.4, "in the same manner as Shi & Malik";
-:mod:`algorithms.bisection`): the leaf whose best split has the lowest objective (2) per point is
+:mod:`algorithms.selection.bisection`): the leaf whose best split has the lowest objective (2) per
+point is
 split next, with a guide when ``init="spectral"``: CPM3C's multi-class max-margin partition
-(:func:`algorithms.bisection.max_margin_guide`).
+(:func:`algorithms.selection.bisection.max_margin_guide`).
 
 Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
 random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
@@ -64,18 +66,19 @@ from algorithms.base import (
     fit_sample,
     report,
 )
-from algorithms.bisection import (
+from algorithms.cpm3c import CPM3C
+from algorithms.dual_qp import DualQPSolution, solve_dual_qp
+from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
+from algorithms.selection.bisection import (
     Node,
+    guide_partition,
     guided_split,
-    max_margin_guide,
     recursive_bisection,
     tree_labels,
     tree_objective,
 )
-from algorithms.dual_qp import DualQPSolution, solve_dual_qp
-from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
-from algorithms.margin import lowest_margin_labeling
-from algorithms.starts import kmeans_runs
+from algorithms.selection.candidates import kmeans_runs
+from algorithms.selection.margin import lowest_margin_labeling
 
 # ---------------------------------------------------------------------------------------------
 # Section 3.3: the class-balanced bias search, problem (8)
@@ -300,7 +303,8 @@ def cluster_binary(
     on_iteration=None,
 ) -> BinarySplit:
     """Binary iterSVR from several starts; keep the labeling with the best objective (2), or
-    (``by_omega``) the one of smallest omega (:func:`algorithms.margin.lowest_margin_labeling`,
+    (``by_omega``) the one of smallest omega
+    (:func:`algorithms.selection.margin.lowest_margin_labeling`,
     ``beta = 1 / C``)."""
     limit = balance_limit(X.shape[0], class_balance)
     best: BinarySplit | None = None
@@ -358,30 +362,32 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 
 # The seed's setting (section 4): the bounding-box width and k-means starts; the paper rows of
 # tests/ and benchmarks/ run with it.
-SEED_SETTING = {"gamma": "seed", "init": "k-means"}
+PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
 
 
 class IterSVRParams(AlgorithmParams):
-    """Parameters of :class:`IterSVR` (defaults from section 4 of the seed)."""
+    """Parameters of :class:`IterSVR` (defaults from section 4 of Zhang, Tsang and Kwok 2007)."""
+
+    library_only = ("guide",)
 
     n_clusters: NClusters = 2
     kernel: KernelParam = "rbf"
     gamma: GammaParam = "auto"
     width_factor: float = Field(
         3.0, gt=0, le=100,
-        description="For gamma='seed': sigma = width_factor * D (the seed uses 2 to 5).",
+        description="For gamma='paper': sigma = width_factor * D (the paper uses 2 to 5).",
     )
     init: Literal["spectral", "k-means"] = Field(
         "spectral",
         description=(
             "Starting labels of each split: 'spectral' (the kNN graph's spectral split, then the "
-            "k-means starts; each run keeps its start's imbalance) or 'k-means' (the seed)."
+            "k-means starts; each run keeps its start's imbalance) or 'k-means' (the paper's)."
         ),
     )
     C: float = Field(500.0, gt=0, le=1e7, description="SVR/SVM regularisation (seed: 500).")
     class_balance: float = Field(
         0.03, ge=0, le=1,
-        description="l / n in -l <= e^T y <= l (seed: 0.03 balanced, 0.3 unbalanced data).",
+        description="l / n in -l <= e^T y <= l (the paper: 0.03 balanced, 0.3 unbalanced data).",
     )
     n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
     max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
@@ -408,16 +414,17 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_clusters : int, default=2
         Number of clusters; more than 2 uses recursive bisection (seed section 4.4).
     kernel : {"rbf", "linear"}, default="rbf"
-    gamma : float or {"auto", "seed", "scale"}, default="auto"
+    gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width, ``exp(-gamma ||x - x'||^2)``. ``"auto"`` is the shared local width of
         :func:`algorithms.kernels.local_scaling_gamma`. The seed writes
-        ``exp(-||x - x'||^2 / sigma^2)``, so ``gamma = 1 / sigma^2``; ``"seed"`` is its heuristic
+        ``exp(-||x - x'||^2 / sigma^2)``, so ``gamma = 1 / sigma^2``; ``"paper"`` is its heuristic
         ``sigma = width_factor * D`` with ``D = sqrt(sum_k (max_k - min_k)^2)`` (footnote 5).
     width_factor : float, default=3.0
-        Multiplier of ``D`` for ``gamma="seed"``; the seed uses 2 to 5.
+        Multiplier of ``D`` for ``gamma="paper"``; the paper uses 2 to 5.
     init : {"spectral", "k-means"}, default="spectral"
         Starting labels of every split: the spectral split of the kNN graph
-        (:func:`algorithms.starts.spectral_partition`) beside the ``n_init`` k-means starts, all
+        (:func:`algorithms.selection.candidates.spectral_partition`) beside the ``n_init`` k-means
+        starts, all
         under the balance of the spectral start; or the seed's k-means starts alone.
     C : float, default=500
         Regularisation of the SVR (6) and of the SVMs; 500 in the seed.
@@ -434,6 +441,12 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     exact_max_n : int, default=1500
         Largest n clustered exactly, and the sample size above it.
     random_state : int or None
+        Seed of the random number generator (starts, samples, the guide), for reproducible fits.
+    guide : clustering estimator or None, default=None
+        With ``init="spectral"`` and ``n_clusters > 2``, the estimator whose k-partition steers
+        the bisection (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and
+        given ``n_clusters`` and ``random_state``. None: :class:`~algorithms.cpm3c.CPM3C` with its
+        defaults. Library only (the API uses the default).
 
     Attributes
     ----------
@@ -490,6 +503,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         solver: str = "auto",
         exact_max_n: int = 1500,
         random_state: int | None = None,
+        guide=None,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -503,6 +517,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.solver = solver
         self.exact_max_n = exact_max_n
         self.random_state = random_state
+        self.guide = guide
 
     # -- fitting ----------------------------------------------------------------------------------
     def _split_balance(self) -> float:
@@ -523,7 +538,8 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
         if self.init != "spectral" or self.n_clusters == 2:
             return None
-        return max_margin_guide(X, self.n_clusters, rng, progress)
+        guide = self.guide if self.guide is not None else CPM3C()
+        return guide_partition(X, self.n_clusters, guide, rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""

@@ -24,7 +24,7 @@ from algorithms.threads import small_problem_threads
 
 KernelName = Literal["rbf", "linear"]
 KERNELS: tuple[str, ...] = ("rbf", "linear")
-GammaSpec = float | Literal["auto", "seed", "scale"]
+GammaSpec = float | Literal["auto", "paper", "scale"]
 # Neighbour rank of the local-scaling width (Zelnik-Manor & Perona 2004 use the 7th neighbour).
 LOCAL_SCALING_NEIGHBOR = 7
 # Relative diagonal below which a pivoted Cholesky factor stops: directions with no energy would
@@ -158,23 +158,24 @@ def resolve_gamma(
 
     * ``"auto"`` (the default of the algorithms): :func:`local_scaling_gamma`, the shared
       data-adaptive width.
-    * ``"seed"``: the seeds' bounding-box rule, ``sigma = width_factor * D`` and
-      ``gamma = 1 / sigma^2``, with ``D`` the iterSVR heuristic (section 4,
-      :func:`data_diameter`) or, for ``width_reference="max_distance"``,
-      :func:`largest_pairwise_distance` (the CPM3C seed's ``sigma_0``).
+    * ``"paper"``: the bounding-box rule of iterSVR and CPM3C, ``sigma = width_factor * D``
+      and ``gamma = 1 / sigma^2``, with ``D`` the heuristic of Zhang, Tsang and Kwok 2007
+      (section 4, :func:`data_diameter`) or, for ``width_reference="max_distance"``,
+      :func:`largest_pairwise_distance` (``sigma_0`` of Zhao, Wang and Zhang 2008).
+      The deprecated spelling ``"seed"`` means the same.
     * ``"scale"``: scikit-learn's ``1 / (n_features * X.var())``.
     * a positive number: used as is.
     """
     if isinstance(gamma, str):
         if gamma == "auto":
             return local_scaling_gamma(X, random_state=random_state)
-        if gamma == "seed":
+        if gamma in ("paper", "seed"):
             if width_reference == "max_distance":
                 diameter = largest_pairwise_distance(X, random_state)
             else:
                 diameter = data_diameter(X)
             if diameter <= 0:
-                raise ValueError("gamma='seed' needs points that are not all identical")
+                raise ValueError("gamma='paper' needs points that are not all identical")
             return 1.0 / (width_factor * diameter) ** 2
         if gamma == "scale":
             variance = (X.multiply(X)).mean() - X.mean() ** 2 if sp.issparse(X) else X.var()
@@ -182,7 +183,7 @@ def resolve_gamma(
                 raise ValueError("gamma='scale' needs points that are not all identical")
             return 1.0 / (X.shape[1] * float(variance))
         raise ValueError(
-            f"unknown gamma {gamma!r}: use a positive number, 'auto', 'seed' or 'scale'"
+            f"unknown gamma {gamma!r}: use a positive number, 'auto', 'paper' or 'scale'"
         )
     gamma = float(gamma)
     if not np.isfinite(gamma) or gamma <= 0:

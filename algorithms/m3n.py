@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -40,12 +40,15 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from algorithms.base import (
+    DEPRECATED,
     AlgorithmParams,
     MMCEstimatorMixin,
     ProgressCallback,
     RandomStateParam,
+    Renames,
     SDPSolverError,
     clustering_error,
+    reciprocal,
     report,
     solve_conic,
 )
@@ -265,16 +268,16 @@ class CDHMMRelaxation:
 
 
 def exact_relaxation_problem(n_positions: int, n_pairs: int, n_states: int,
-                             class_balance: float, pair_balance: float) -> str | None:
+                             size_band: float, pair_size_band: float) -> str | None:
     """Why the relaxation (5.24)-(5.27) has no feasible point for this many positions and
     adjacent pairs, or None: a row of ``M`` (of ``N``) holds its diagonal 1, so the largest row
     sum the balance (5.25) (its pair analogue) allows must be at least 1."""
-    if (1.0 / n_states + class_balance) * n_positions < 1.0:
-        return (f"method='exact' needs (1/n_states + class_balance) x positions >= 1; "
-                f"{n_positions} positions give less: send more positions or raise class_balance")
-    if n_pairs and (1.0 / n_states**2 + pair_balance) * n_pairs < 1.0:
-        return (f"method='exact' needs (1/n_states^2 + pair_balance) x adjacent pairs >= 1; "
-                f"{n_pairs} pairs give less: send longer sequences, raise pair_balance or use "
+    if (1.0 / n_states + size_band) * n_positions < 1.0:
+        return (f"method='exact' needs (1/n_states + size_band) x positions >= 1; "
+                f"{n_positions} positions give less: send more positions or raise size_band")
+    if n_pairs and (1.0 / n_states**2 + pair_size_band) * n_pairs < 1.0:
+        return (f"method='exact' needs (1/n_states^2 + pair_size_band) x adjacent pairs >= 1; "
+                f"{n_pairs} pairs give less: send longer sequences, raise pair_size_band or use "
                 "method='alternating'")
     return None
 
@@ -488,20 +491,23 @@ NStates = Annotated[int, Field(ge=2, le=50, description="Number of hidden states
 class UnsupervisedM3NParams(AlgorithmParams):
     """Parameters of :class:`UnsupervisedM3N` (defaults from thesis section 5.3)."""
 
+    renamed: ClassVar[Renames] = {"beta": ("C", reciprocal), "class_balance": ("size_band", None),
+               "pair_balance": ("pair_size_band", None), "sdp_solver": ("solver", None)}
+
     n_states: NStates = 2
     method: Literal["alternating", "exact"] = Field(
         "alternating",
         description="'alternating' (ACDHMM, section 5.4, fast) or 'exact' (CDHMM, the convex "
         "relaxation (5.28) solved as an SDP; small problems only).",
     )
-    beta: float = Field(0.01, gt=0, le=1e4, description="Regularisation beta of (2.47) "
-                        "(thesis: 0.01 for the synthetic data, 1.0 for proteins).")
-    class_balance: float = Field(
+    C: float = Field(100.0, ge=1e-4, le=1e7, description="Weight of the margin loss, C = 1 / beta "
+                     "of (2.47) (thesis: beta = 0.01 for the synthetic data, 1.0 for proteins).")
+    size_band: float = Field(
         0.1, ge=0, le=1,
         description="epsilon of (5.25): every state labels between (1/k - eps) and (1/k + eps) "
         "of all positions.",
     )
-    pair_balance: float = Field(
+    pair_size_band: float = Field(
         0.3, ge=0, le=1,
         description="epsilon of the pair constraint in (5.25) (exact method): every pair of "
         "states labels between (1/k^2 - eps) and (1/k^2 + eps) of all adjacent pairs.",
@@ -512,8 +518,8 @@ class UnsupervisedM3NParams(AlgorithmParams):
     max_iter: int = Field(50, ge=1, le=1000, description="Alternations (train M3N, relabel).")
     tol: float = Field(1e-3, gt=0, le=1, description="Cutting-plane tolerance per position "
                        "for the supervised M3N.")
-    sdp_solver: Literal["SCS", "CLARABEL"] = Field(
-        "SCS", description="Exact method: cvxpy solver of the CDHMM relaxation.")
+    solver: Literal["scs", "clarabel"] = Field(
+        "scs", description="Exact method: cvxpy solver of the CDHMM relaxation.")
     sdp_tol: float = Field(1e-3, gt=0, le=1e-1, description="Exact method: solver tolerance "
                            "of the CDHMM relaxation (SCS eps_abs = eps_rel).")
     sdp_max_iter: int = Field(3000, ge=10, le=200000, description="Exact method: solver "
@@ -534,12 +540,20 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         the margin loss; linear in the number of positions per iteration. ``"exact"``: CDHMM
         (sections 5.2-5.3), the convex relaxation (5.28) as one SDP; its matrices are
         ``positions x positions``, so it is meant for the thesis's sizes (about 100 positions).
-    beta : float, default=0.01
-        Regularisation of the M3N (2.47); 0.01 in the thesis's synthetic runs.
-    class_balance : float, default=0.1
-        ``epsilon`` of the balance constraint (5.25) on the states.
-    pair_balance : float, default=0.3
+    C : float, default=100
+        Weight of the margin loss of the M3N (2.47), which the thesis writes with
+        ``beta = 1 / C`` (0.01 in its synthetic runs).
+
+        .. versionchanged:: 0.2 Replaces ``beta`` (``C = 1 / beta``).
+    size_band : float, default=0.1
+        ``epsilon`` of the balance constraint (5.25): every state labels between
+        ``(1/k - epsilon)`` and ``(1/k + epsilon)`` of the positions.
+
+        .. versionchanged:: 0.2 Replaces ``class_balance``.
+    pair_size_band : float, default=0.3
         ``epsilon`` of the pair-balance constraint (5.25) (exact method only).
+
+        .. versionchanged:: 0.2 Replaces ``pair_balance``.
     n_init : int, default=5
         Restarts of the alternating method, each from a new EM run.
     em_iter : int, default=100
@@ -548,8 +562,10 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Maximum alternations.
     tol : float, default=1e-3
         Cutting-plane tolerance (per position) of the supervised M3N solver.
-    sdp_solver : {"SCS", "CLARABEL"}, default="SCS"
+    solver : {"scs", "clarabel"}, default="scs"
         Exact method: the cvxpy solver of the relaxation.
+
+        .. versionchanged:: 0.2 Replaces ``sdp_solver`` (values ``"SCS"``, ``"CLARABEL"``).
     sdp_tol : float, default=1e-3
         Exact method: solver tolerance (SCS ``eps_abs = eps_rel``). Labels come from the leading
         structure of ``M``; Table 5.1's errors do not move between 1e-3 and 1e-5.
@@ -609,31 +625,44 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         n_states: int = 2,
         *,
         method: str = "alternating",
-        beta: float = 0.01,
-        class_balance: float = 0.1,
-        pair_balance: float = 0.3,
+        C: float = 100.0,
+        size_band: float = 0.1,
+        pair_size_band: float = 0.3,
         n_init: int = 5,
         em_iter: int = 100,
         max_iter: int = 50,
         tol: float = 1e-3,
-        sdp_solver: str = "SCS",
+        solver: str = "scs",
         sdp_tol: float = 1e-3,
         sdp_max_iter: int = 3000,
         random_state: int | None = None,
+        beta: float | str = DEPRECATED,
+        class_balance: float | str = DEPRECATED,
+        pair_balance: float | str = DEPRECATED,
+        sdp_solver: str = DEPRECATED,
     ):
         self.n_states = n_states
         self.method = method
-        self.beta = beta
-        self.class_balance = class_balance
-        self.pair_balance = pair_balance
+        self.C = C
+        self.size_band = size_band
+        self.pair_size_band = pair_size_band
         self.n_init = n_init
         self.em_iter = em_iter
         self.max_iter = max_iter
         self.tol = tol
-        self.sdp_solver = sdp_solver
+        self.solver = solver
         self.sdp_tol = sdp_tol
         self.sdp_max_iter = sdp_max_iter
         self.random_state = random_state
+        self.beta = beta
+        self.class_balance = class_balance
+        self.pair_balance = pair_balance
+        self.sdp_solver = sdp_solver
+
+    @property
+    def _beta(self) -> float:
+        """The thesis's ``beta = 1 / C`` of (2.47)."""
+        return 1.0 / self._renamed("C")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -688,7 +717,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                        f"restart {restart + 1}, alternation {n_iter}: {changed} labels changed")
 
             run = alternate_m3n(
-                batch, hmm.decode(batch), k, V, beta=self.beta, epsilon=self.class_balance,
+                batch, hmm.decode(batch), k, V, beta=self._beta, epsilon=self._renamed("size_band"),
                 max_iter=self.max_iter, tol=self.tol, on_iteration=on_iteration,
             )
             if best is None or run.solution.objective < best.solution.objective:
@@ -698,13 +727,15 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _fit_exact(self, batch: SequenceBatch, rng, progress):
         k, V = self.n_states, self.n_symbols_
         if problem := exact_relaxation_problem(batch.n_positions, batch.prev.size, k,
-                                               self.class_balance, self.pair_balance):
+                                               self._renamed("size_band"),
+                                               self._renamed("pair_size_band")):
             raise ValueError(problem)
         report(progress, 0, None, f"solving the CDHMM relaxation over {batch.n_positions} "
                "positions")
         relaxation = solve_cdhmm_relaxation(
-            batch, k, V, beta=self.beta, epsilon=self.class_balance,
-            pair_epsilon=self.pair_balance, solver=self.sdp_solver, tol=self.sdp_tol,
+            batch, k, V, beta=self._beta, epsilon=self._renamed("size_band"),
+            pair_epsilon=self._renamed("pair_size_band"),
+            solver=self._renamed("solver").upper(), tol=self.sdp_tol,
             max_iter=self.sdp_max_iter,
         )
         self.warnings_ += relaxation.warnings
@@ -713,10 +744,10 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         recovered = recover_labels(relaxation.M, k, random_state=rng.randint(2**31 - 1))
         # The model is the M3N trained on the recovered labels (as the SVM trained on the found
         # labels in section 3.4); the thesis relabels the sequences by its Viterbi decoding.
-        solution = solve_m3n(batch, recovered, k, V, beta=self.beta, tol=self.tol)
+        solution = solve_m3n(batch, recovered, k, V, beta=self._beta, tol=self.tol)
         labels = viterbi(batch, emission_scores(batch, solution.emission), solution.transition)
         solution.objective = m3n_objective(batch, labels, solution.emission,
-                                           solution.transition, self.beta)
+                                           solution.transition, self._beta)
         return labels, solution, 1, [solution.objective]
 
     # -- prediction -------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ InputKind = Literal["vectors", "sequences"]
 LabelUse = Literal["none", "optional", "required"]
 QueueName = Literal["fast", "slow"]
 
+XU_2007 = "Xu 2007, Convex large margin training (PhD thesis, University of Waterloo)"
+
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
@@ -46,7 +48,8 @@ class AlgorithmSpec:
     estimator: type
     params_model: type[AlgorithmParams]
     summary: str
-    seed: str
+    # The paper that defines the algorithm, by authors and year.
+    paper: str
     input_kind: InputKind = "vectors"
     labels: LabelUse = "none"
     queue: QueueName = "fast"
@@ -86,7 +89,8 @@ class AlgorithmSpec:
         return {
             "name": self.name,
             "summary": self.summary,
-            "seed": self.seed,
+            "paper": self.paper,
+            "seed": self.paper,  # deprecated name of "paper", kept for one release
             "estimator": self.estimator.__name__,
             "input_kind": self.input_kind,
             "labels": self.labels,
@@ -131,7 +135,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "Iterative SVR with the Laplacian loss and class balance by bias search; "
             "k > 2 by recursive bisection."
         ),
-        seed="iterSVR_zhang_tsang_kwok_2007",
+        paper="Zhang, Tsang and Kwok 2007, Maximum margin clustering made practical (ICML)",
         labels="none",
         queue="fast",
         max_n=100_000,
@@ -145,21 +149,21 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "Cutting-plane multiclass maximum margin clustering solved with CCCP; "
             "O(s n k) per iteration, linear in n, sparse CSR input."
         ),
-        seed="CPM3C_zhao_wang_zhang_2008",
+        paper="Zhao, Wang and Zhang 2008, Efficient multiclass maximum margin clustering (ICML)",
         labels="none",
         queue="fast",
         max_n=200_000,
         timeout_seconds=900,
         accepts_sparse=True,
-        # kernel="rbf" holds n x n_components dense coordinates (and their SVD with
+        # kernel="rbf" holds n x n_landmarks dense coordinates (and their SVD with
         # kpca_components): at most 6e7 entries, about 0.5 GB each.
         max_n_rule=lambda params: (
             200_000 if params.kernel == "linear"
-            else min(200_000, 60_000_000 // params.n_components)
+            else min(200_000, 60_000_000 // params.n_landmarks)
         ),
         limits_rule="max_n = 200,000 for kernel='linear'; min(200,000, 60,000,000 // "
-                    "n_components) for kernel='rbf'",
-        notes={"large_n": "kernel='rbf' allows n x n_components <= 6e7"},
+                    "n_landmarks) for kernel='rbf'",
+        notes={"large_n": "kernel='rbf' allows n x n_landmarks <= 6e7"},
     ),
     AlgorithmSpec(
         name="svc",
@@ -169,7 +173,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "Support vector clustering: minimal enclosing sphere (one-class SVM) and connected "
             "components of the line-segment graph; gamma='auto' searches q for n_clusters."
         ),
-        seed="SVC_ben-hur_et_al_2001",
+        paper="Ben-Hur, Horn, Siegelmann and Vapnik 2001, Support vector clustering (JMLR)",
         labels="none",
         queue="fast",
         max_n=SVC_SAMPLED_MAX_N,
@@ -191,7 +195,8 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "Generalized maximum margin clustering: the SDP (10) over n variables with a "
             "normalized Laplacian for K^-1 (low-rank solver) and kernel learning (12)."
         ),
-        seed="GMMC_valizadegan_jin_2006",
+        paper=("Valizadegan and Jin 2006, Generalized maximum margin clustering and "
+               "unsupervised kernel learning (NIPS)"),
         labels="none",
         queue="slow",
         max_n=4_000,
@@ -200,12 +205,12 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 4_000,
         limits_rule="max_n = 1,500 with kernel_learning, else 4,000",
-        # The seed's widths are fractions of the range of pairwise distances: two points have
+        # The paper's widths are fractions of the range of pairwise distances: two points have
         # one distance and no range.
         check_size=lambda params, n: (
-            "gamma='seed' and kernel_learning take their widths from the range of pairwise "
+            "gamma='paper' and kernel_learning take their widths from the range of pairwise "
             "distances, which needs at least 3 points" if n < 3 and (
-                params.gamma == "seed" or params.kernel_learning) else None),
+                params.gamma == "paper" or params.kernel_learning) else None),
     ),
     AlgorithmSpec(
         name="sdp_mmc",
@@ -215,7 +220,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "SDP maximum margin clustering (Xu thesis ch. 3-4): two-class SDP (3.5), multi-class "
             "SDP (4.8), semi-supervised with partial labels (-1 = unknown)."
         ),
-        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm",
+        paper=f"{XU_2007}, chapters 3-4",
         labels="optional",
         queue="slow",
         max_n=sdp_mmc_max_n(2),
@@ -225,11 +230,11 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver,
                                                 params.multiclass),
         limits_rule=(f"max_n = {sdp_mmc_max_n(2)} on the low-rank solver (two clusters, or more "
-                     f"by multiclass='bisection'), {sdp_mmc_max_n(2, 'cvxpy')} with "
-                     f"solver='cvxpy', {sdp_mmc_max_n(3, multiclass='joint')} for "
+                     f"by multiclass='bisection'), {sdp_mmc_max_n(2, 'scs')} with "
+                     f"solver='scs' or 'clarabel', {sdp_mmc_max_n(3, multiclass='joint')} for "
                      "multiclass='joint' with more than two clusters"),
         check_labels=lambda params, y: sdp_mmc_partial_labels_problem(
-            params.n_clusters, params.multiclass, y, params.class_balance),
+            params.n_clusters, params.multiclass, y, params.class_balance, params.size_band),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
     ),
     AlgorithmSpec(
@@ -241,7 +246,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "'alternating' (ACDHMM, EM start then M3N training and balanced Viterbi relabeling) "
             "or 'exact' (CDHMM, the convex SDP relaxation, small problems)."
         ),
-        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm (chapter 5)",
+        paper=f"{XU_2007}, chapter 5",
         input_kind="sequences",
         labels="none",
         queue="fast",
@@ -256,7 +261,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         check_sequences=lambda params, sequences: None if params.method != "exact" else (
             exact_relaxation_problem(sum(map(len, sequences)),
                                      sum(len(seq) - 1 for seq in sequences), params.n_states,
-                                     params.class_balance, params.pair_balance)),
+                                     params.size_band, params.pair_size_band)),
         notes={"max_n": "total positions over all sequences"},
     ),
     AlgorithmSpec(
@@ -268,7 +273,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
             "(outlier-detection SDP) or 'ramp' (alternating (w, eta) minimisation of the ramp "
             "loss, libsvm steps, large n)."
         ),
-        seed="xu_thesis_2007_sdp_mmc_m3n_robust_svm (chapter 6)",
+        paper=f"{XU_2007}, chapter 6",
         labels="required",
         queue="slow",
         max_n=50_000,

@@ -449,11 +449,11 @@ class RobustSVMParams(AlgorithmParams):
         "classifier through the origin."
     )
     max_iter: int = Field(50, ge=1, le=1000, description="ramp: alternation steps (SVM fits).")
-    solver: Literal["auto", "lowrank", "cvxpy", "clarabel", "scs"] = Field(
+    solver: Literal["auto", "lowrank", "clarabel", "scs"] = Field(
         "auto",
         description="SDP solver: 'auto' = 'lowrank' (factorised, certified relative gap 1e-3, "
-        "reported as the certificate); 'cvxpy' = 'scs' (SCS at eps 1e-4) and 'clarabel' "
-        "(interior point, 10-40x slower at n = 50) are the reference formulations.",
+        "reported as the certificate); 'scs' (SCS at eps 1e-4) and 'clarabel' (interior point) "
+        "solve the cvxpy formulation, the reference.",
     )
 
 
@@ -484,10 +484,12 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         libsvm's offset.
     max_iter : int, default=50
         Ramp only: alternation steps.
-    solver : {"auto", "lowrank", "cvxpy", "clarabel", "scs"}, default="auto"
+    solver : {"auto", "lowrank", "clarabel", "scs"}, default="auto"
         ``"auto"`` (= ``"lowrank"``) is the low-rank solver of :mod:`algorithms.lowrank_sdp`
-        with a certified relative duality gap of 1e-3 (``certificate_``); ``"cvxpy"``
-        (= ``"scs"``, eps 1e-4) and ``"clarabel"`` solve the cvxpy formulation (the reference).
+        with a certified relative duality gap of 1e-3 (``certificate_``); ``"scs"`` (eps 1e-4)
+        and ``"clarabel"`` solve the cvxpy formulation (the reference).
+
+        .. versionchanged:: 0.2 ``"cvxpy"`` is spelled ``"scs"``.
 
     Attributes
     ----------

@@ -11,7 +11,7 @@ L. Xu, PhD thesis (2007), chapters 3 and 4
   randomized hyperplane rounding that keeps the labeling of smallest ``omega(yy^T)`` (footnote 3).
 * More than two clusters, default (``multiclass="bisection"``): recursive bisection with (3.5)
   on one cluster's points per split, guided by CPM3C's multi-class max-margin k-partition
-  (:mod:`algorithms.bisection`, as iterSVR's section 4.4).
+  (:mod:`algorithms.selection.bisection`, as iterSVR's section 4.4).
 * Multi-class, SDP (4.8) (``multiclass="joint"``): ``M_ij = delta(y_i, y_j)``,
   ``D_ir = delta(y_i, r)``, relaxed to
   ``[[I, D^T], [D, M]] >= 0``, ``0 <= M, D <= 1``, ``diag(M) = e``, cluster sizes
@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -71,6 +71,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
+    DEPRECATED,
     AlgorithmParams,
     GammaParam,
     KernelExpansionClassifier,
@@ -79,6 +80,7 @@ from algorithms.base import (
     NClusters,
     ProgressCallback,
     RandomStateParam,
+    Renames,
     SDPSolverError,
     as_float_matrix,
     balance_limit,
@@ -89,19 +91,12 @@ from algorithms.base import (
     labels_from_label_matrix,
     psd_factor,
     randomized_rounding,
+    reciprocal,
     report,
     solve_conic,
     two_cluster_labels,
 )
-from algorithms.bisection import (
-    LeafSplit,
-    guided_split,
-    keep_guide_clusters_whole,
-    max_margin_guide,
-    recursive_bisection,
-    tree_labels,
-    tree_objective,
-)
+from algorithms.cpm3c import CPM3C
 from algorithms.kernels import (
     copies_of_rows,
     distinct_rows,
@@ -109,14 +104,23 @@ from algorithms.kernels import (
     resolve_gamma,
     squared_distances,
 )
-from algorithms.margin import (
+from algorithms.selection.bisection import (
+    LeafSplit,
+    guide_partition,
+    guided_split,
+    keep_guide_clusters_whole,
+    recursive_bisection,
+    tree_labels,
+    tree_objective,
+)
+from algorithms.selection.margin import (
     choose_with_spectral_candidate,
     margin_kernel,
     two_class_margin_objective,
 )
 
 SolverName = Literal["SCS", "CLARABEL"]
-SolverParam = Literal["lowrank", "cvxpy", "SCS", "CLARABEL"]
+SolverParam = Literal["lowrank", "scs", "clarabel"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -444,23 +448,29 @@ class _TwoClassFit:
 class SDPMMCParams(AlgorithmParams):
     """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
 
+    renamed: ClassVar[Renames] = {"beta": ("C", reciprocal)}
+    library_only = ("guide",)
+
     n_clusters: NClusters = 2
     kernel: KernelParam = "rbf"
     gamma: GammaParam = Field(
         "auto", description="RBF width; 'auto': the shared local-scaling width (sigma = median "
-        "distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'seed': the thesis's "
+        "distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': the thesis's "
         "1 / median squared pairwise distance (section 3.4)."
     )
-    beta: float = Field(
-        0.01, gt=0, le=1e4,
-        description="Slack parameter beta of (3.1)/(4.1) on the unit-trace kernel (thesis: 0.01).",
+    C: float = Field(
+        100.0, ge=1e-4, le=1e7,
+        description="Soft-margin weight C = 1 / beta of (3.1)/(4.1), on the unit-trace kernel "
+        "(thesis: beta = 0.01).",
     )
     class_balance: float = Field(
         0.1, ge=0, le=1,
-        description=(
-            "Two-class: eps / n in -eps <= e^T y <= eps. Multi-class: eps in "
-            "(1/k - eps) n <= cluster size <= (1/k + eps) n."
-        ),
+        description="l / n in -l <= e^T y <= l of (3.5), for two clusters and every split.",
+    )
+    size_band: float = Field(
+        0.1, ge=0, le=1,
+        description="multiclass='joint': every cluster holds between (1/k - size_band) n and "
+        "(1/k + size_band) n points (4.8).",
     )
     multiclass: Literal["bisection", "joint"] = Field(
         "bisection",
@@ -486,7 +496,7 @@ class SDPMMCParams(AlgorithmParams):
         "lowrank",
         description="'lowrank': factorized augmented Lagrangian with a duality-gap certificate "
         "(two-class, and unsupervised multi-class (4.8); (4.8) with partial labels uses SCS); "
-        "'cvxpy' (= 'SCS') or 'CLARABEL': the reference.",
+        "'scs' or 'clarabel': the cvxpy formulation, the reference.",
     )
     tol: float = Field(1e-3, gt=0, le=1e-1,
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
@@ -504,32 +514,35 @@ def label_range_problem(labels, n_clusters: int) -> str | None:
     return None
 
 
-def label_balance_problem(labels, n_clusters: int, class_balance: float) -> str | None:
+def label_balance_problem(labels, n_clusters: int, class_balance: float,
+                          size_band: float) -> str | None:
     """Why partial labels (in range) leave the balance constraint no solution, or None: a class
     given more points than its largest allowed size, ``(1 + class_balance) n / 2`` of (3.5)'s
-    ``|e^T y| <= class_balance n`` for two clusters and ``(1/k + class_balance) n`` of (4.8)'s
+    ``|e^T y| <= class_balance n`` for two clusters and ``(1/k + size_band) n`` of (4.8)'s
     for more."""
     labels = np.asarray(labels)
     n = labels.size
-    largest = ((1.0 + class_balance) * n / 2.0 if n_clusters == 2
-               else (1.0 / n_clusters + class_balance) * n)
+    name, value = (("class_balance", class_balance) if n_clusters == 2
+                   else ("size_band", size_band))
+    largest = ((1.0 + value) * n / 2.0 if n_clusters == 2 else (1.0 / n_clusters + value) * n)
     counts = np.bincount(labels[labels >= 0], minlength=n_clusters)
     cluster = int(np.argmax(counts))
     if counts[cluster] > largest + 1e-9:
         return (f"the partial labels put {counts[cluster]} of {n} points in cluster {cluster}, "
-                f"more than class_balance={class_balance} allows ({largest:.1f}); raise "
-                "class_balance or label fewer points")
+                f"more than {name}={value} allows ({largest:.1f}); raise "
+                f"{name} or label fewer points")
     return None
 
 
 def partial_labels_problem(n_clusters: int, multiclass: str, labels,
-                           class_balance: float) -> str | None:
+                           class_balance: float, size_band: float) -> str | None:
     """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
     is ``-1`` or a cluster ``0..n_clusters-1``, no cluster holds more labelled points than the
     balance allows, and with more than two clusters only the multi-class SDP (4.8) takes them
     (thesis section 4.3)."""
     if labels is not None and (problem := label_range_problem(labels, n_clusters)
-                               or label_balance_problem(labels, n_clusters, class_balance)):
+                               or label_balance_problem(labels, n_clusters, class_balance,
+                                                        size_band)):
         return problem
     if (n_clusters > 2 and multiclass != "joint" and labels is not None
             and np.any(np.asarray(labels) >= 0)):
@@ -540,7 +553,7 @@ def partial_labels_problem(n_clusters: int, multiclass: str, labels,
 
 # The thesis's setting: its median-distance width and the multi-class SDP (4.8); the paper rows
 # of tests/ and benchmarks/ run with it.
-SEED_SETTING = {"gamma": "seed", "multiclass": "joint", "spectral_candidate": False}
+PAPER_SETTING = {"gamma": "paper", "multiclass": "joint", "spectral_candidate": False}
 
 
 # Fitted attributes only some fits set (solver, rounding, k); reported with the result.
@@ -556,19 +569,25 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_clusters : int, default=2
         2 solves SDP (3.5); more solves SDP (3.5) per split or SDP (4.8) (``multiclass``).
     kernel : {"rbf", "linear"}, default="rbf"
-    gamma : float or {"auto", "seed", "scale"}, default="auto"
+    gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,
         so ``gamma = 1 / sigma^2``. ``"auto"``: the shared local-scaling width
-        (:func:`algorithms.kernels.local_scaling_gamma`). ``"seed"``: the thesis's width "related
+        (:func:`algorithms.kernels.local_scaling_gamma`). ``"paper"``: the thesis's width "related
         to the scale of the problem", ``1 / median ||x_i - x_j||^2`` (section 3.4); the paper
-        rows run with it (``SEED_SETTING``).
-    beta : float, default=0.01
-        Slack parameter of the soft margin, ``beta/2 ||w||^2 + sum xi`` (thesis: 0.01, "no
-        significant effect", footnote 4 of chapter 3), applied to the kernel scaled to unit
-        mean self-similarity.
+        rows run with it (``PAPER_SETTING``).
+    C : float, default=100
+        Weight of the slacks in the soft margin, ``1/2 ||w||^2 + C sum xi``; the thesis writes
+        ``beta/2 ||w||^2 + sum xi`` with ``beta = 1 / C`` = 0.01 ("no significant effect",
+        footnote 4 of chapter 3). Applied to the kernel scaled to unit mean self-similarity.
+
+        .. versionchanged:: 0.2 Replaces ``beta`` (``C = 1 / beta``).
     class_balance : float, default=0.1
-        Two-class: ``-eps <= e^T y <= eps`` with ``eps = class_balance * n``. Multi-class:
-        cluster sizes within ``(1/k -+ class_balance) n``.
+        ``-l <= e^T y <= l`` of (3.5) with ``l = class_balance * n``: two clusters, and every
+        split of ``multiclass="bisection"``.
+    size_band : float, default=0.1
+        ``multiclass="joint"``: cluster sizes within ``(1/k -+ size_band) n`` (4.8).
+
+        .. versionadded:: 0.2 Before, ``class_balance`` also set this band.
     multiclass : {"bisection", "joint"}, default="bisection"
         ``n_clusters > 2``. ``"bisection"``: recursive bisection with SDP (3.5) per split on the
         low-rank solver (:meth:`_fit_bisection`); on the ten sets of ``benchmarks/defaults.py``
@@ -583,20 +602,27 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     spectral_candidate : bool, default=True
         Two clusters without partial labels: the rounding of (3.5) and the spectral partition of
         the kNN graph are both scored by ``omega(yy^T)`` and the smaller is kept
-        (:func:`algorithms.margin.choose_with_spectral_candidate`). The relaxation is not tight:
+        (:func:`algorithms.selection.margin.choose_with_spectral_candidate`). The relaxation is not
+        tight:
         on 400 noisy moons its rounding has ``omega`` 6.7 (ARI 0.30) where the spectral
         partition has 0.23 (ARI 1.0). False is the thesis's method (``SEED_SETTING``).
-    solver : {"lowrank", "cvxpy", "SCS", "CLARABEL"}, default="lowrank"
+    solver : {"lowrank", "scs", "clarabel"}, default="lowrank"
         ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
         (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
-        (4.8) with partial labels runs SCS. ``"cvxpy"`` is SCS on the cvxpy formulation, the
-        reference.
+        (4.8) with partial labels runs SCS. ``"scs"`` and ``"clarabel"`` solve the cvxpy
+        formulation, the reference.
     tol : float, default=1e-3
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
         cvxpy solver iterations.
     random_state : int or None
         Seeds randomized rounding and the k-means of multi-class recovery.
+    guide : clustering estimator or None, default=None
+        ``multiclass="bisection"`` with ``n_clusters > 2``: the estimator whose k-partition
+        steers the bisection (:func:`algorithms.selection.bisection.guide_partition`); it is
+        cloned and given ``n_clusters`` and ``random_state``. None:
+        :class:`~algorithms.cpm3c.CPM3C` with its defaults. Library only (the API uses the
+        default).
 
     Attributes
     ----------
@@ -665,8 +691,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         *,
         kernel: str = "rbf",
         gamma: float | str = "auto",
-        beta: float = 0.01,
+        C: float = 100.0,
         class_balance: float = 0.1,
+        size_band: float = 0.1,
         multiclass: str = "bisection",
         rounding: str = "eigenvector",
         n_rounding: int = 50,
@@ -675,12 +702,15 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         tol: float = 1e-3,
         max_iter: int = 20000,
         random_state: int | None = None,
+        guide=None,
+        beta: float | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
         self.gamma = gamma
-        self.beta = beta
+        self.C = C
         self.class_balance = class_balance
+        self.size_band = size_band
         self.multiclass = multiclass
         self.rounding = rounding
         self.n_rounding = n_rounding
@@ -689,6 +719,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.guide = guide
+        self.beta = beta
+
+    @property
+    def _beta(self) -> float:
+        """The thesis's ``beta = 1 / C``."""
+        return 1.0 / self._renamed("C")
 
     def _partial_labels(self, y, n: int) -> np.ndarray | None:
         labels = check_partial_labels(y, n)
@@ -708,11 +745,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         labels = self._partial_labels(y, X.shape[0])
         n, k = X.shape[0], self.n_clusters
         if self.kernel == "rbf":
-            self.gamma_ = (median_heuristic_gamma(X) if self.gamma == "seed"
+            self.gamma_ = (median_heuristic_gamma(X) if self.gamma in ("paper", "seed")
                            else resolve_gamma(X, self.gamma, random_state=self.random_state))
         else:
             self.gamma_ = 0.0
-        problem = partial_labels_problem(k, self.multiclass, labels, self.class_balance)
+        problem = partial_labels_problem(k, self.multiclass, labels, self.class_balance,
+                                         self.size_band)
         if problem:
             raise ValueError(problem)
         joint = k > 2 and (self.multiclass == "joint" or labels is not None)
@@ -736,7 +774,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
         self.classifier_ = KernelExpansionClassifier.fit(
-            X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=1.0 / self.beta, K=K_raw
+            X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=self._renamed("C"), K=K_raw
         )
         self.n_support_ = self.classifier_.n_support
         report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
@@ -761,7 +799,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.labels_ = fit.labels
         if labels is None and self.spectral_candidate:
             report(progress, 3, fit.omega, "scoring the spectral partition by omega")
-            choice = choose_with_spectral_candidate(X, fit.labels, K_raw, self.beta,
+            choice = choose_with_spectral_candidate(X, fit.labels, K_raw, self._beta,
                                                     check_random_state(self.random_state))
             self.labels_ = two_cluster_labels(choice.labels)
             self.candidate_objectives_ = choice.objectives
@@ -794,7 +832,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 K, limit, signs, progress, groups)
         else:
             M, omega, notes, n_iter = solve_two_class_sdp(
-                K, beta=self.beta, limit=limit, y_partial=signs, solver=self.solver_,
+                K, beta=self._beta, limit=limit, y_partial=signs, solver=self.solver_,
                 tol=self.tol, max_iter=self.max_iter,
             )
         report(progress, 2, omega, f"rounding the label matrix ({self.rounding})")
@@ -807,7 +845,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.rounding == "randomized":
             Z = psd_factor(K)
             y_pm, rounded, _ = randomized_rounding(
-                M, lambda y_: two_class_margin_objective(Z, y_, self.beta), limit=limit,
+                M, lambda y_: two_class_margin_objective(Z, y_, self._beta), limit=limit,
                 n_trials=self.n_rounding, random_state=self.random_state,
             )
         else:
@@ -826,19 +864,24 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                             rounded)
 
     def _fit_bisection(self, X: np.ndarray, K_raw: np.ndarray, progress) -> int:
-        """``multiclass="bisection"``: recursive bisection (:mod:`algorithms.bisection`), each
-        split the two-class SDP (3.5) on one cluster's points.
+        """``multiclass="bisection"``: recursive bisection
+        (:mod:`algorithms.selection.bisection`), each split the two-class SDP (3.5) on one
+        cluster's points.
 
         The balance of (3.5) (``|e^T y| <= class_balance n``) would cut one of three equal
         clusters in half at the first split. Each split therefore allows the imbalance of its
-        spectral start (:func:`algorithms.bisection.guided_split`, keeping the clusters of the
-        guide, :func:`algorithms.bisection.max_margin_guide`, whole), as iterSVR does. On the
+        spectral start (:func:`algorithms.selection.bisection.guided_split`, keeping the clusters
+        of the
+        guide, :func:`algorithms.selection.bisection.guide_partition`, whole), as iterSVR does. On
+        the
         low-rank solver the SDP itself keeps each guide cluster on one side (``M`` constant on
         pairs of guide clusters: one factor row per cluster, 6x faster on six 1:5 blobs); with a
         cvxpy solver its labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
-        guide = max_margin_guide(X, self.n_clusters, rng, progress, step=1)
+        guide = guide_partition(X, self.n_clusters,
+                                self.guide if self.guide is not None else CPM3C(), rng,
+                                progress, step=1)
         splits: list[_TwoClassFit] = []
 
         events = 1  # after step 1, "solving"
@@ -876,7 +919,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return events
 
     def _cvxpy_solver(self) -> str:
-        return "SCS" if self.solver in ("lowrank", "cvxpy") else self.solver
+        return "CLARABEL" if self.solver in ("clarabel", "CLARABEL") else "SCS"
 
     def _solve_two_class_lowrank(self, K, limit, signs, progress, groups=None, weights=None):
         from algorithms.lowrank_sdp import solve_two_class_lowrank
@@ -886,7 +929,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                    f"augmented-Lagrangian iteration {step}: infeasibility {infeasibility:.1e}")
 
         solved = solve_two_class_lowrank(
-            K, beta=self.beta, limit=limit, y_partial=signs, groups=groups, weights=weights,
+            K, beta=self._beta, limit=limit, y_partial=signs, groups=groups, weights=weights,
             tol=self.tol,
             random_state=self.random_state if self.random_state is not None else 0,
             on_iteration=on_iteration,
@@ -905,7 +948,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         random_state = self.random_state if self.random_state is not None else 0
         solved = solve_multiclass_lowrank(
-            K, self.n_clusters, beta=self.beta, balance=self.class_balance,
+            K, self.n_clusters, beta=self._beta, balance=self.size_band,
             start_labels=labels_from_label_matrix(K, self.n_clusters, random_state),
             tol=self.tol, random_state=random_state, on_iteration=on_iteration,
         )
@@ -923,7 +966,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
             extra = {} if labels is None else {"labels": labels}
             M, D, omega, notes, self.n_iter_ = solve(
-                K, self.n_clusters, beta=self.beta, balance=self.class_balance,
+                K, self.n_clusters, beta=self._beta, balance=self.size_band,
                 solver=self.solver_, tol=self.tol, max_iter=self.max_iter, **extra,
             )
         self.warnings_ += notes
@@ -935,7 +978,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             known = labels >= 0
             found[known] = labels[known]
         self.labels_ = found
-        self.objective_ = multiclass_margin_objective(K, found, self.n_clusters, self.beta)
+        self.objective_ = multiclass_margin_objective(K, found, self.n_clusters, self._beta)
 
     # -- prediction -------------------------------------------------------------------------------
     def decision_function(self, X) -> np.ndarray:

@@ -42,13 +42,13 @@ from sklearn.metrics import adjusted_rand_score
 from algorithms.base import balance_limit, psd_factor
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.lowrank_sdp import solve_two_class_lowrank
-from algorithms.margin import margin_kernel
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,
     solve_two_class_sdp,
 )
+from algorithms.selection.margin import margin_kernel
 from benchmarks.gmmc import two_gaussians
 
 
@@ -140,7 +140,7 @@ def robust_table(sizes, lowrank_sizes=(), data: str = "rings") -> None:
                                solver="lowrank")
             if n in sizes:
                 t_scs, ref = timed(repeats, solve_robust_sdp, K, y, 10.0, method=method,
-                                   solver="cvxpy")
+                                   solver="scs")
                 diff = abs(low.objective - ref.objective) / abs(ref.objective)
                 scs = f"{t_scs:.2f} | {t_scs / t_low:.1f}x | {diff:.1e}"
             else:

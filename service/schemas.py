@@ -180,7 +180,9 @@ class PredictResponse(BaseModel):
 class AlgorithmDescription(BaseModel):
     name: str
     summary: str
-    seed: str
+    paper: str = Field(description="The paper that defines the algorithm, by authors and year.")
+    seed: str = Field(deprecated=True, description="Deprecated name of `paper`; removed in the "
+                                                   "next release.")
     estimator: str
     input_kind: str
     labels: str

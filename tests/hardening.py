@@ -88,7 +88,7 @@ def several_seconds(seed: int, n_init: int = 16, callback_url: str | None = None
     body = {"algorithm": {"name": "itersvr",
                           "params": {"n_init": n_init, "max_iter": 100, "random_state": seed,
                                      "C": 2000.0,
-                                     "gamma": "seed", "init": "k-means"}},
+                                     "gamma": "paper", "init": "k-means"}},
             "data": {"X": X.tolist()}}
     if callback_url:
         body["callback_url"] = callback_url

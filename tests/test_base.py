@@ -19,7 +19,7 @@ from algorithms.kernels import (
     pairwise_kernel,
     resolve_gamma,
 )
-from algorithms.starts import SPECTRAL_SAMPLE_SIZE, lloyd_runs, spectral_partition
+from algorithms.selection.candidates import SPECTRAL_SAMPLE_SIZE, lloyd_runs, spectral_partition
 
 
 def test_clustering_error_is_invariant_to_cluster_names():
@@ -44,7 +44,7 @@ def test_gamma_seed_is_the_seeds_width_heuristic():
     X = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 4.0]])
     diameter = np.sqrt(3.0**2 + 4.0**2)  # D = sqrt(sum_k (max_k - min_k)^2) = 5
     assert data_diameter(X) == pytest.approx(diameter)
-    assert resolve_gamma(X, "seed", width_factor=2.0) == pytest.approx(1.0 / (2.0 * diameter) ** 2)
+    assert resolve_gamma(X, "paper", width_factor=2.0) == pytest.approx(1.0 / (2.0 * diameter) ** 2)
 
 
 def test_rbf_kernel_matches_its_definition():
@@ -220,7 +220,7 @@ def test_fewer_distinct_points_than_clusters_are_refused():
 def test_margin_choice_survives_a_sample_of_one_repeated_point():
     # 1,999 identical points and one other: the 1,000-point sample that scores candidates may
     # hold only the repeated point, whose centred kernel is zero (sdp_mmc failed after 10 min).
-    from algorithms.margin import lowest_margin_labeling
+    from algorithms.selection.margin import lowest_margin_labeling
 
     sampled = np.random.RandomState(0).choice(2000, 1000, replace=False)
     other = np.setdiff1d(np.arange(2000), sampled)[0]  # a point the sample leaves out

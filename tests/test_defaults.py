@@ -41,7 +41,8 @@ DEFAULTS_ISSUE_ALGORITHMS = ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc")
 
 # Measured (benchmarks/defaults.py, random_state 0): spectral 0.879; itersvr 0.878, cpm3c 0.873,
 # svc 0.876 (breast cancer 0.58), gmmc 0.878, sdp_mmc 0.859. With k > 2 the bisection methods
-# (itersvr, gmmc, sdp_mmc) follow CPM3C's partition (algorithms.bisection.max_margin_guide).
+# (itersvr, gmmc, sdp_mmc) follow CPM3C's partition
+# (algorithms.selection.bisection.max_margin_guide).
 _GUIDE = ("k > 2 follows CPM3C's multi-class max-margin partition, which moves a few points of "
           "the spectral one here (anisotropic blobs 0.903 against 0.913, digits {0,1,2} 0.821 "
           "against 0.830, iris 0.654 against 0.646) and gains 0.01-0.04 mean ARI over the "
@@ -353,7 +354,7 @@ def test_itersvr_bisection_finds_unequal_clusters(sizes, grid):
     X, y = make_blobs(n_samples=sizes, centers=centers, cluster_std=0.8, random_state=0)
     k = len(sizes)
     assert clustering_error(y, IterSVR(n_clusters=k, random_state=0).fit(X).labels_) <= 0.005
-    seed_setting = IterSVR(n_clusters=k, random_state=0, gamma="seed", init="k-means").fit(X)
+    seed_setting = IterSVR(n_clusters=k, random_state=0, gamma="paper", init="k-means").fit(X)
     assert clustering_error(y, seed_setting.labels_) >= 0.03
 
 

@@ -420,7 +420,7 @@ def test_m3n_exact_on_too_few_pairs_is_422_not_an_infeasible_job(deployment):
     # up to (1/4 + 0.3) x 1; the job used to fail with SCS's bare "infeasible".
     job = {"algorithm": {"name": "m3n", "params": {"method": "exact"}},
            "data": {"sequences": [[0, 1]]}}
-    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "pair_balance",
+    assert_problem(post_json(deployment, "/v1/jobs", job), 422, "pair_size_band",
                    "method='alternating'")
 
 
@@ -434,7 +434,7 @@ def test_numbers_in_quotes_are_422_as_the_readme_says_strings_are(deployment, pa
 
 
 def test_gmmc_seed_widths_on_two_points_are_422(deployment):
-    job = {"algorithm": {"name": "gmmc", "params": {"gamma": "seed"}},
+    job = {"algorithm": {"name": "gmmc", "params": {"gamma": "paper"}},
            "data": {"X": [[0.0, 0.0], [1.0, 1.0]]}}
     assert_problem(post_json(deployment, "/v1/jobs", job), 422, "at least 3 points")
 

@@ -1,7 +1,7 @@
 """iterSVR against its seed (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
 
 ``sklearn.datasets.load_digits`` is the UCI optical digits test set the seed uses. The paper rows
-run with the seed's settings (``SEED_PARAMS``: gamma="seed", sigma = 3 D, k-means starts; C = 500,
+run with the seed's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C = 500,
 l = 0.03 n, 10 restarts are the defaults), random_state=0. The defaults (local-scaling width,
 spectral starts) are checked against scikit-learn's clusterers in tests/test_defaults.py.
 """
@@ -15,7 +15,7 @@ from sklearn.datasets import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
-from algorithms.itersvr import SEED_SETTING as SEED_PARAMS
+from algorithms.itersvr import PAPER_SETTING as PAPER_PARAMS
 from algorithms.itersvr import IterSVR, balanced_bias_search
 from tests.baselines import digit_subset, kmeans_error
 
@@ -28,7 +28,7 @@ from tests.baselines import digit_subset, kmeans_error
 )
 def test_digit_pairs_match_table_1(digits, classes, max_error):
     X, y = digit_subset(digits, classes)
-    labels = IterSVR(random_state=0, **SEED_PARAMS).fit(X).labels_
+    labels = IterSVR(random_state=0, **PAPER_PARAMS).fit(X).labels_
     assert clustering_error(y, labels) <= max_error
 
 
@@ -37,13 +37,13 @@ def test_mean_error_over_all_45_digit_pairs_matches_table_2(digits):
     errors = []
     for classes in itertools.combinations(range(10), 2):
         X, y = digit_subset(digits, classes)
-        errors.append(clustering_error(y, IterSVR(random_state=0, **SEED_PARAMS).fit(X).labels_))
+        errors.append(clustering_error(y, IterSVR(random_state=0, **PAPER_PARAMS).fit(X).labels_))
     assert np.mean(errors) <= 0.023
 
 
 def test_four_digit_classes_by_recursive_bisection(digits):
     X, y = digit_subset(digits, (0, 6, 8, 9))
-    est = IterSVR(n_clusters=4, random_state=0, **SEED_PARAMS).fit(X)
+    est = IterSVR(n_clusters=4, random_state=0, **PAPER_PARAMS).fit(X)
     assert sorted(np.unique(est.labels_)) == [0, 1, 2, 3]
     assert clustering_error(y, est.labels_) <= 0.08
 
@@ -52,7 +52,7 @@ def test_out_of_sample_svm_labels_held_out_half(digits):
     X, y = digit_subset(digits, (3, 8))
     rng = np.random.RandomState(0)
     train = rng.rand(X.shape[0]) < 0.5
-    est = IterSVR(random_state=0, **SEED_PARAMS).fit(X[train])
+    est = IterSVR(random_state=0, **PAPER_PARAMS).fit(X[train])
     assert clustering_error(y[~train], est.predict(X[~train])) <= 0.05
 
 
@@ -78,7 +78,7 @@ def test_large_n_path_clusters_a_sample_and_labels_every_point_by_the_svm_tree(d
     # Above exact_max_n points iterSVR clusters a random sample and the SVM tree labels the rest:
     # with 150 of the 357 points 3-8 still beats k-means on all of them.
     X, y = digit_subset(digits, (3, 8))
-    est = IterSVR(exact_max_n=150, random_state=0, **SEED_PARAMS).fit(X)
+    est = IterSVR(exact_max_n=150, random_state=0, **PAPER_PARAMS).fit(X)
     assert est.solver_ == "sample" and est.n_fit_samples_ == 150
     np.testing.assert_array_equal(est.labels_, est.predict(X))
     assert clustering_error(y, est.labels_) < kmeans_error(X, y, 2)

@@ -1,6 +1,6 @@
 """Long polling: ``GET /v1/jobs/{id}?wait=S`` answers when the job's status changes, or after S.
 
-A two-class SDP MMC job on 300 points with ``solver="cvxpy"`` (one SCS solve of a 300 x 300 SDP,
+A two-class SDP MMC job on 300 points with ``solver="scs"`` (one SCS solve of a 300 x 300 SDP,
 about 30 s on the test machine; the default low-rank solver takes about 1 s) runs long enough to
 watch it queued, running, and canceled from another request while a long poll waits. How quickly
 the answer follows the change is measured by ``benchmarks/long_poll.py`` (tests assert no wall
@@ -18,7 +18,7 @@ from sklearn.datasets import make_blobs
 
 from tests.helpers import run_job, submit_job
 
-LONG_JOB = {"algorithm": {"name": "sdp_mmc", "params": {"solver": "cvxpy"}},
+LONG_JOB = {"algorithm": {"name": "sdp_mmc", "params": {"solver": "scs"}},
             "data": {"X": make_blobs(n_samples=300, centers=2, random_state=0)[0].tolist()}}
 
 

@@ -26,7 +26,6 @@ from algorithms.lowrank_sdp import (
     solve_multiclass_lowrank,
     solve_two_class_lowrank,
 )
-from algorithms.margin import margin_kernel
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.sdp_mmc import (
     SDPMMC,
@@ -34,6 +33,7 @@ from algorithms.sdp_mmc import (
     solve_multiclass_sdp_symmetric,
     solve_two_class_sdp,
 )
+from algorithms.selection.margin import margin_kernel
 from benchmarks.sdp_mmc import digits_subset
 
 
@@ -145,7 +145,7 @@ def test_estimator_reports_the_certificate_in_result_extras():
     assert cert["lower_bound"] <= cert["objective"]
     assert cert["dual_slack_min_eig"] is not None and cert["rank"] >= 1
     # SCS at the estimator's default tol 1e-3 is itself 4e-3 off here; at 1e-5 it is not.
-    reference = SDPMMC(solver="cvxpy", tol=1e-5, random_state=0).fit(X)
+    reference = SDPMMC(solver="scs", tol=1e-5, random_state=0).fit(X)
     assert np.array_equal(model.labels_, reference.labels_)
     assert abs(model.objective_ - reference.objective_) <= 1e-3 * abs(reference.objective_)
 

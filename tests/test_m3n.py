@@ -211,7 +211,7 @@ def test_exact_path_reports_an_inaccurate_relaxation_and_exposes_its_solver_sett
 def test_exact_path_raises_the_shared_solver_error_with_the_status():
     sequences, _ = sample_switching_hmm(DATA1, random_state=0)
     with pytest.raises(SDPSolverError, match="user_limit"):
-        UnsupervisedM3N(2, method="exact", sdp_solver="CLARABEL", sdp_max_iter=10).fit(sequences)
+        UnsupervisedM3N(2, method="exact", solver="clarabel", sdp_max_iter=10).fit(sequences)
     with pytest.raises(SDPSolverError, match="MOSEK"):
         solve_cdhmm_relaxation(SequenceBatch(sequences), 2, 2, beta=0.01, epsilon=0.1,
                                pair_epsilon=0.3, solver="MOSEK")

@@ -8,13 +8,13 @@ from sklearn.datasets import make_blobs
 from algorithms.base import clustering_error
 from algorithms.gmmc import GMMC
 from algorithms.kernels import pairwise_kernel
-from algorithms.margin import (
+from algorithms.sdp_mmc import SDPMMC
+from algorithms.selection.margin import (
     kernel_features,
     lowest_margin_labeling,
     margin_kernel,
     two_class_margin_objective,
 )
-from algorithms.sdp_mmc import SDPMMC
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -76,10 +76,10 @@ def test_two_class_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(servic
     # solver's certificate comes back with the result.
     X, y = two_gaussians(n=450, seed=2)
     spec = get_spec("sdp_mmc")
-    assert spec.max_n_for(spec.parse_params({"solver": "cvxpy"})) < 450
+    assert spec.max_n_for(spec.parse_params({"solver": "scs"})) < 450
     # The thesis's width (the Gaussians row); at the default local width the relaxation of these
     # touching Gaussians is degenerate (tests/test_sdp_mmc.py).
-    payload = {"algorithm": {"name": "sdp_mmc", "params": {"random_state": 0, "gamma": "seed"}},
+    payload = {"algorithm": {"name": "sdp_mmc", "params": {"random_state": 0, "gamma": "paper"}},
                "data": {"X": X.tolist()}}
     final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=600)
     assert final["status"] == "succeeded", final["error"]

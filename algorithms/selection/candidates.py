@@ -1,11 +1,12 @@
-"""Starting partitions shared by the iterative max-margin methods, and their thread control.
+"""Candidate partitions: the spectral partition of the kNN graph and k-means runs.
 
-The max-margin objectives of iterSVR (2) and CPM3C (11) are non-convex: each method descends from
-a starting labeling, and the seeds start from k-means, which can only propose splits by a
-hyperplane between two means. On data whose clusters are not convex blobs (rings, moons) no
-k-means start lies in the basin of the max-margin labeling. The default start here is a spectral
-partition of the k-nearest-neighbour graph (Shi & Malik 2000; Ng, Jordan & Weiss 2002): the
-max-margin method then refines it, keeping, moving or rejecting the cut by its own objective.
+The max-margin objectives of iterSVR (Zhang, Tsang and Kwok 2007, eq. (2)) and CPM3C (Zhao,
+Wang and Zhang 2008, eq. (11)) are non-convex: each method descends from a starting labeling. The
+papers start from k-means, which can only propose splits by a hyperplane between two means; on
+data whose clusters are not convex blobs (rings, moons) no k-means start lies in the basin of the
+max-margin labeling. The spectral partition of the k-nearest-neighbour graph (Shi and Malik 2000;
+Ng, Jordan and Weiss 2002) is a candidate that can; each method then refines the candidates and
+keeps one by its margin objective (:mod:`algorithms.selection.margin`).
 
 Small k-means calls run under one thread (:mod:`algorithms.threads`).
 """
@@ -27,9 +28,8 @@ from algorithms.threads import small_problem_threads
 # scikit-learn's SpectralClustering(affinity="nearest_neighbors") default.
 SPECTRAL_NEIGHBORS = 10
 # Above this many points the spectral partition is that of a uniform random sample of this size,
-# each point taking the cluster of its nearest sampled point: the kNN graph's eigenvectors of
-# 5,000 points took 0.07 s (noisy moons) and 0.7 s (4 blobs in 64-D), of 10,000 0.1 and 5 s, and
-# of 50,000 in 64-D more than 14 minutes (ARPACK on a graph of four components).
+# each point taking the cluster of its nearest sampled point: ARPACK's cost on the kNN graph grows
+# steeply with n when the graph has several components (one per well-separated cluster).
 SPECTRAL_SAMPLE_SIZE = 5000
 
 
@@ -49,10 +49,9 @@ def lloyd_runs(X: np.ndarray, starts: list[np.ndarray], *, max_iter: int = 300,
 
     scikit-learn's stopping rule (squared centre shift <= ``tol`` times the mean feature
     variance) in plain numpy, all runs advanced together: one distance product and one centre
-    product per iteration for every run, instead of a Python loop per run (a start pool of ten
-    runs on a few hundred points costs a few milliseconds, against ~4 ms per
-    ``KMeans(n_init=1).fit`` call, whose input validation and thread set-up dominate at this
-    size). A run that has converged keeps its centres. Distances are expanded about the data
+    product per iteration for every run, instead of one ``KMeans(n_init=1).fit`` call per run,
+    whose input validation and thread set-up dominate on a few hundred points. A run that has
+    converged keeps its centres. Distances are expanded about the data
     mean (offset-safe, as :func:`algorithms.kernels.centred`). A cluster that empties keeps its
     centre.
     """
@@ -211,10 +210,8 @@ def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: 
 
     When some row is repeated ``n_neighbors`` times or more, the data is partitioned over its
     distinct rows and each copy takes its row's cluster: the neighbour list of such a row holds
-    only its copies, so the kNN graph falls apart into groups of copies. Two Gaussian blobs of
-    300 points rounded to a grid of step 1 (54 distinct points) or 0.5: ARI 0.00-0.02 over five
-    draws with the copies, 0.97-1.00 over the distinct rows. Sparse rows too (empty documents
-    of a term matrix are copies of one row)."""
+    only its copies, so the kNN graph falls apart into groups of copies (data rounded to a grid;
+    empty documents of a term matrix are copies of one sparse row)."""
     first, copies_of = distinct_rows(X)
     if np.bincount(copies_of).max() >= n_neighbors:
         return _spectral_labels(X[first], n_clusters, n_neighbors, rng)[copies_of]

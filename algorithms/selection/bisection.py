@@ -1,28 +1,18 @@
 """Recursive bisection: ``n_clusters > 2`` from a two-class maximum margin method.
 
-iterSVR (seed section 4.4, "in the same manner as Shi & Malik") and GMMC cluster into two; more
-clusters come from splitting one current cluster at a time. The leaves that may be split next get
-their best binary split (by the method's own objective); the one split is the leaf with the lowest
-objective *per point* (the objectives are sums over points, so dividing by the size makes
-clusters of different sizes comparable: a cluster that is really two groups splits with a wide
-margin and few violations, a homogeneous one does not).
+iterSVR (Zhang, Tsang and Kwok 2007, section 4.4, following Shi and Malik 2000), GMMC and SDP
+MMC cluster into two; more clusters come from splitting one current cluster at a time. The leaves
+that may be split next get their best binary split (by the method's own objective); the one split
+is the leaf with the lowest objective *per point*: the objectives are sums over points, so
+dividing by the size makes clusters of different sizes comparable (a cluster that is really two
+groups splits with a wide margin and few violations, a homogeneous one does not).
 
-A guide steers the order and the sides (``init="spectral"``): a k-partition of all the data,
-the multi-class maximum margin clustering of CPM3C (:func:`max_margin_guide`; it starts from the
-spectral partition of the kNN graph and from k-means partitions). Leaves that still hold several
-of its clusters are split first, and a split may be asked to keep guide clusters whole
+A guide steers the order and the sides: a k-partition of all the data made by a multi-class
+method that the caller passes in (:func:`guide_partition`). Leaves that still hold several of its
+clusters are split first, and a split may be asked to keep guide clusters whole
 (:func:`keep_guide_clusters_whole`), so bisection can end at a k-partition instead of cutting
-through one cluster to balance the two sides (three equal clusters need a 1:2 split).
-
-What that leaves to the method: iterSVR starts each split from the guide and its own iterations
-may move points across. GMMC and SDP MMC keep guide clusters whole in every split, so their k
-leaves are exactly the guide's k clusters, and their programs choose which clusters go together
-at each split (GMMC exactly among the labelings of whole clusters,
-:func:`algorithms.gmmc.split_whole_groups`, or by (10) over whole clusters above 20 of them)
-and train the out-of-sample SVMs. Their own even splits (both programs balance the two sides)
-cut clusters: SDP MMC's splits without the rule scored ARI 0.2-0.4 on the blob sets of
-``benchmarks/defaults.py``. ``docs/defaults_rules.md``
-records the guide's measurements against the spectral partition alone.
+through one cluster to balance the two sides (three equal clusters need a 1:2 split, which a
+balanced two-class program will not make).
 """
 
 from __future__ import annotations
@@ -33,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from sklearn.base import clone
 
 from algorithms.base import ProgressCallback, report
-from algorithms.cpm3c import CPM3C
-from algorithms.starts import spectral_partition
+from algorithms.selection.candidates import spectral_partition
 
 
 class BinarySplit(Protocol):
@@ -80,28 +70,25 @@ def keep_guide_clusters_whole(positive: np.ndarray, guide: np.ndarray | None) ->
     return np.where(side[group_of], 1.0, -1.0)
 
 
-def max_margin_guide(X: np.ndarray, n_clusters: int, rng,
-                     progress: ProgressCallback | None = None, step: int = 0
-                     ) -> np.ndarray:
-    """The k-partition that guides the splits: CPM3C's multi-class maximum margin clustering
-    (:class:`algorithms.cpm3c.CPM3C` with its defaults, which starts from the spectral partition
-    and from k-means partitions and keeps the run of lowest objective (11)).
+def guide_partition(X: np.ndarray, n_clusters: int, guide, rng,
+                    progress: ProgressCallback | None = None, step: int = 0) -> np.ndarray:
+    """The k-partition that guides the splits: the labels of ``guide``, a clustering estimator
+    with ``n_clusters`` and ``random_state`` parameters (the methods pass CPM3C, the multi-class
+    maximum margin clustering of Zhao, Wang and Zhang 2008), fitted to ``X``.
 
     A binary method has no k-way objective of its own; the guide supplies the k clusters and the
-    binary programs order the splits and train the tree. CPM3C's partition is the max-margin
-    answer to the k-way question, and unlike the spectral partition alone it leaves a spectral
-    start that its margin objective rates below a k-means one (three digits {1, 4, 7}: the
-    kNN graph cuts the 1s, ARI 0.55; CPM3C 0.98). When every CPM3C run empties a cluster (its
-    ``warnings_`` say so; 600 digits of ten classes) it has no k-partition of its own to offer
-    and the spectral partition guides instead. ``progress`` hears of the CPM3C fit at ``step``.
+    binary programs order the splits and train the tree. When the guide cannot offer a
+    k-partition (it reports ``warnings_``, or leaves a cluster empty), the spectral partition of
+    the kNN graph guides instead. ``progress`` hears of the guide's fit at ``step``.
     """
-    report(progress, step, None,
-           f"CPM3C's {n_clusters}-cluster partition of {X.shape[0]} points to guide the splits")
+    report(progress, step, None, f"{type(guide).__name__}'s {n_clusters}-cluster partition of "
+           f"{X.shape[0]} points to guide the splits")
     seed = rng.randint(2**31 - 1)
+    estimator = clone(guide).set_params(n_clusters=n_clusters, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # class elimination: read from warnings_
-        partition = CPM3C(n_clusters=n_clusters, random_state=seed).fit(X)
-    if partition.warnings_ or np.unique(partition.labels_).size < n_clusters:
+        partition = estimator.fit(X)
+    if getattr(partition, "warnings_", None) or np.unique(partition.labels_).size < n_clusters:
         return spectral_partition(X, n_clusters, random_state=rng)
     return partition.labels_
 
@@ -110,7 +97,7 @@ def guided_split(X: np.ndarray, guide: np.ndarray | None, rng) -> np.ndarray:
     """The spectral start of one split in {-1, +1}.
 
     Without a guide, the spectral split of the points' kNN graph. With ``guide`` (the points'
-    clusters in the k-partition of :func:`max_margin_guide`, for ``n_clusters > 2``) the split keeps
+    clusters in the k-partition of :func:`guide_partition`, for ``n_clusters > 2``) the split keeps
     guide clusters whole: each goes to the side of the 2-way spectral split that holds most of its
     points, so recursive bisection can end at the k-partition instead of cutting through it.
     """
@@ -145,16 +132,13 @@ def recursive_bisection(
     ``split_leaf(index)`` computes the best binary split of the points ``index``. The leaf split
     next is, among the leaves of the best :func:`guide_rank`, the one whose split has the lowest
     objective per point; splits are computed only for those leaves, each at most once (a leaf
-    holding one guide cluster is not solved while another holds several: with three clusters
-    and k = 3, one solve less, and homogeneous leaves are the slow solves). Leaves are numbered
+    holding one guide cluster is not solved while another holds several: homogeneous leaves are
+    the slow solves). Leaves are numbered
     ``0..n_clusters-1`` by their first point, and the ``y > 0`` side of a split is its right
     child. ``on_split(n_leaves, total objective)`` reports progress.
 
     ``rows`` (each point's distinct row, :func:`algorithms.kernels.distinct_rows`): a leaf of
-    copies of one point is never split. Without it, on one point repeated 298 times and two
-    others (k = 3) the guide's two single points ranked as strays, the leaf of copies was split
-    first and halved by the balance of the binary program (GMMC and iterSVR), or left SDP MMC a
-    kernel of zeros.
+    copies of one point is never split, since a balanced binary program would halve it.
     """
     nodes = [Node(np.arange(n_points))]
     leaves = [0]

@@ -1,24 +1,19 @@
-"""The soft-margin objective of a two-class labeling, and the choice among candidate labelings.
+"""The margin criterion: the soft-margin objective of a two-class labeling, and the choice of the
+candidate labeling that minimises it.
 
 Maximum margin clustering looks for the labeling ``y`` whose SVM has the smallest inverse soft
-margin, the thesis's (3.1) without bias (Xu, chapter 3):
+margin, (3.1) of Xu's thesis (2007) without bias:
 
     ``omega(yy^T) = min_w beta/2 ||w||^2 + sum_i max(0, 1 - y_i w^T phi(x_i))``
 
 on the feature-space-centred kernel ``H K H`` scaled to unit mean self-similarity (so ``beta``
 means the same trade-off at every feature scale). A convex relaxation (SDP (3.5), GMMC's (10))
-gives one labeling by rounding; it is a candidate answer to that problem, not a certified one,
-and the relaxations' roundings fail where another partition of the same data has the smaller
-``omega`` (SDP MMC on 400 noisy moons: ``omega`` 6.7 and ARI 0.30, where the spectral partition
-of the kNN graph has ``omega`` 0.23 and ARI 1.0). :func:`lowest_margin_labeling` scores candidate
-labelings by ``omega`` and keeps the smallest (iterSVR's two-cluster runs from the spectral
-start too; CPM3C keeps the best of its starts by its own objective);
-:func:`choose_with_spectral_candidate` makes the spectral partition the second candidate of a
-two-class fit. The candidates are not held to the
-relaxation's balance ``|e^T y| <= eps``: a partition found without labels is evidence of the
-class proportions (iterSVR's start rule), and ``omega`` itself penalises a small cluster that
-does not separate (digits 1 and 7: the spectral 27:334 split has ``omega`` 1.8, the relaxation's
-even split 0.13).
+gives one labeling by rounding; it is a candidate answer to that problem, not a certified one.
+:func:`lowest_margin_labeling` scores candidate labelings by ``omega`` and keeps the smallest;
+:func:`choose_with_spectral_candidate` makes the spectral partition of the kNN graph the second
+candidate of a two-class fit. The candidates are not held to the relaxation's balance
+``|e^T y| <= eps``: a partition found without labels is evidence of the class proportions, and
+``omega`` itself penalises a small cluster that does not separate.
 """
 
 from __future__ import annotations
@@ -30,10 +25,10 @@ from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import center_kernel, pivoted_cholesky
-from algorithms.starts import partition_key, spectral_partition
+from algorithms.selection.candidates import partition_key, spectral_partition
 
 # Candidates are scored on at most this many points (a random sample beyond), at this liblinear
-# tolerance: omega within 1-2 % of its exact value, 5-20x faster than at 1e-5 (n = 1,000-2,000).
+# tolerance: omega is then within a few per cent of its exact value at a fraction of the cost.
 MARGIN_SAMPLE_SIZE = 1000
 MARGIN_TOL = 1e-3
 # Relative diagonal at which the factor of the centred kernel stops: below it a direction adds
@@ -70,8 +65,8 @@ def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float,
     on kernel features ``Z`` (``Z Z^T = K``), solved by liblinear's dual coordinate descent with
     ``C = 1/beta``, no intercept and stopping tolerance ``tol``, then scaled by ``beta`` (the
     primal value at liblinear's ``w``: an upper bound, exact as ``tol -> 0``). The coordinate
-    order is seeded so the same labeling always gets the same value (unseeded, repeat
-    evaluations differed by ~1e-6 and rounding comparisons flickered)."""
+    order is fixed so that the same labeling always gets the same value, and comparisons
+    between roundings do not flicker."""
     C = 1.0 / beta
     svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=tol, max_iter=20000,
                     random_state=0)
@@ -100,8 +95,7 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
     the earlier candidate, and a single remaining candidate is returned unscored. Above
     ``sample_size`` points every candidate is scored on the same random sample of that many
     points (``random_state``), at liblinear tolerance ``MARGIN_TOL``: at C = 100 the dual
-    coordinate descent takes O(n^2) per pass and many passes (noisy moons, n = 4,000: 173 s per
-    labeling at tol 1e-5 on all points).
+    coordinate descent takes O(n^2) per pass and many passes.
     """
     distinct: dict[str, np.ndarray] = {}
     seen: set[bytes] = set()
@@ -141,7 +135,7 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
 def choose_with_spectral_candidate(X: np.ndarray, labels: np.ndarray, K_raw: np.ndarray,
                                    beta: float, random_state) -> MarginChoice:
     """A relaxation's two-class ``labels`` against the spectral partition of the kNN graph
-    (:func:`algorithms.starts.spectral_partition`), kept by the smaller ``omega``."""
+    (:func:`algorithms.selection.candidates.spectral_partition`), kept by the smaller ``omega``."""
     rng = check_random_state(random_state)
     candidates = {"relaxation": labels, "spectral": spectral_partition(X, 2, random_state=rng)}
     return lowest_margin_labeling(K_raw, candidates, beta, random_state=rng)
