@@ -228,10 +228,10 @@ def iterate_svr(
     """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations.
 
     Each SVR solve starts from the previous step's dual solution: late in a run a step moves a
-    few labels, and the SMO then needs a fraction of a cold solve's iterations. A restart that reaches a
-    labeling an earlier run already passed through ends where that run ended: ``visited`` maps
-    each labeling seen to its run's final labels and lets later restarts stop there instead of
-    refitting.
+    few labels, and the SMO then needs a fraction of a cold solve's iterations. A restart that
+    reaches a labeling an earlier run already passed through ends where that run ended:
+    ``visited`` maps each labeling seen to its run's final labels and lets later restarts stop
+    there instead of refitting.
     """
     visited = {} if visited is None else visited
     trajectory: list[bytes] = []
@@ -267,8 +267,9 @@ def initial_labelings(
     ``init="spectral"``: the spectral split (:func:`guided_split`) first, then the k-means
     starts, all under ``l = max(l, |e^T y_spectral|)``. The balance (1) exists to rule out the
     trivial all-one-class labeling; a partition found without labels is evidence of the class
-    proportions, and forcing it to ``|e^T y| <= 0.03 n`` would cut its smaller cluster. One limit for every run keeps their objectives (2) comparable: a looser
-    limit alone lowers the objective.
+    proportions, and forcing it to ``|e^T y| <= 0.03 n`` would cut its smaller cluster. One
+    limit for every run keeps their objectives (2) comparable: a looser limit alone lowers the
+    objective.
     """
     kmeans = kmeans_initial_labelings(X, n_init, rng)
     if init == "k-means":
