@@ -635,7 +635,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     References
     ----------
     L. Xu. Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
-    Support Vector Machines. PhD thesis, University of Waterloo, 2007: SDP (3.5), Theorem 1, S1/S2 of section 3.5; Theorem 2 (4.2), SDP (4.8), section 4.3.
+    Support Vector Machines. PhD thesis, University of Waterloo, 2007. SDP (3.5), Theorem 1,
+    S1/S2 of section 3.5; Theorem 2 (4.2), SDP (4.8), section 4.3.
 
     See Also
     --------
