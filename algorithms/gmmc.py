@@ -930,8 +930,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """``n_clusters > 2``: recursive bisection (:mod:`algorithms.bisection`) with (10) on the
         Laplacian of each cluster's points.
 
-        The splits of (10) are even (breast cancer, 37:63, came out 1:1 at ``C_e`` = 1e4, 1 and
-        0.1 alike), so a cluster holding three equal groups would be cut through one of them.
+        The splits of (10) are even (whatever ``C_e``, the balance term dominates), so a cluster
+        holding three equal groups would be cut through one of them.
         A k-partition of the data (:func:`algorithms.bisection.max_margin_guide`, CPM3C's
         multi-class max-margin clustering) guides the splits: its clusters stay whole, and the
         leaves that still hold several of them are split first; the k clusters are therefore the

@@ -649,8 +649,8 @@ def _nonnegativity_multipliers(S: np.ndarray, V: np.ndarray) -> np.ndarray:
     ``||(S - Psi) V||_F``: the multipliers of ``Z >= 0`` that make ``S - Psi`` stationary at
     ``V``, as the KKT conditions of the nonnegative factorisation ask; by projected gradient
     steps of length ``1 / ||V||_2^2`` from ``max(S, 0)`` on that support. ``max(S, 0)`` alone
-    leaves ``lambda_min(S - Psi)`` at -3e-3 on digits {0,6,8,9} (n = 80) where the point is
-    Clarabel's optimum to 6e-8; fitted, -1e-11."""
+    can leave ``lambda_min(S - Psi)`` clearly negative at a point that is optimal, which would
+    deny the certificate; the fitted multipliers close it to rounding level."""
     gram = V @ V.T
     support = gram <= NONNEGATIVE_SUPPORT * float(np.abs(gram).max())
     np.fill_diagonal(support, False)

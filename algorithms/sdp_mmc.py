@@ -372,16 +372,14 @@ def labels_from_assignment(D: np.ndarray, M: np.ndarray, labels: np.ndarray | No
     Unsupervised, ``D = d e^T`` carries no class (see :func:`solve_multiclass_sdp_symmetric`), so
     labels are k-means clusters of the rank-k factor of ``M``. With partial labels naming every
     class, the relaxation does not tie unlabeled points to classes either: solved accurately,
-    ``M`` between an unlabeled point and the three labeled classes of digits {6,8,9} is flat
-    (0.556 / 0.569 / 0.555, and ``D``'s unlabeled rows alike), because the unlabeled block can
-    still permute the classes. It does cluster the unlabeled points (its block ``M_uu``), so:
-    k-means on the factor of ``M_uu``, then each cluster gets the class whose labeled points
-    have the largest mean kernel affinity ``K`` to it, one class per cluster (Hungarian). On
-    {6,8,9}, 39 per class, 1/10 labeled, draws 0-2: 5.7 / 8.6 / 8.6 % at SCS tol 1e-3 and at
-    1e-5 alike. The rule before it, k-means seeded at the labeled class means in ``M``'s factor,
-    got the same at tol 1e-3 but 65.7 / 9.5 / 41.0 % at 1e-5: it lived on the tilt of SCS's
-    early iterate (thesis Table 4.2, DigitsA689: 5.6 +- 0.7). With a class unlabeled, the
-    argmax of ``D_ir + mean_{j labeled r} M_ij`` is kept.
+    ``M`` between an unlabeled point and the labeled classes is nearly flat (and ``D``'s
+    unlabeled rows alike), because the unlabeled block can still permute the classes. It does
+    cluster the unlabeled points (its block ``M_uu``), so: k-means on the factor of ``M_uu``,
+    then each cluster gets the class whose labeled points have the largest mean kernel affinity
+    ``K`` to it, one class per cluster (Hungarian). The result does not depend on the solver's
+    tolerance, unlike k-means started at the labeled class means in ``M``'s factor, which
+    relies on the tilt of an inaccurate early iterate. With a class unlabeled, the argmax of
+    ``D_ir + mean_{j labeled r} M_ij`` is kept.
     """
     if labels is None or not np.any(labels >= 0):
         return labels_from_label_matrix(M, n_clusters, random_state)
@@ -532,8 +530,8 @@ def partial_labels_problem(n_clusters: int, multiclass: str, labels,
     return None
 
 
-# The thesis's setting: its median-distance width and the multi-class SDP (4.8); the paper rows
-# of tests/ and benchmarks/ run with it.
+# The thesis's setting: its median-distance width and the multi-class SDP (4.8); reproductions of
+# the thesis's tables run with it.
 SEED_SETTING = {"gamma": "seed", "multiclass": "joint", "spectral_candidate": False}
 
 

@@ -250,8 +250,8 @@ def first_sample_may_be_inside(sphere: Sphere, ends: np.ndarray, squared_lengths
     all pairs, against one kernel row per pair and sample. Nearly every segment between two
     clusters fails at that sample, and testing those one by one dominates SVC's time on
     high-dimensional data. Only pairs clearly outside (by a relative 1e-6 in the log)
-    and short enough for the product not to underflow are marked False; the rest are tested as
-    before, so the components do not change. None when the matrices would be too large.
+    and short enough for the product not to underflow are marked False; the rest are tested
+    one by one, so the components do not change. None when the matrices would be too large.
     """
     n_ends, n_sphere = ends.shape[0], sphere.points.shape[0]
     if n_ends * n_sphere > _SCREEN_MAX_ENTRIES:
