@@ -742,7 +742,7 @@ SDP_MAX_N = 1000
 def recommended_max_n(method: str) -> int:
     """Size limit: the largest ``n`` whose fit stays well inside the job timeout on a small,
     loaded machine. The SDPs run on the low-rank solver, fast on the factor of a low-rank kernel
-    but dense for a kernel of full rank (RBF), and roughly cubic in ``n`` there, with ROD slower
+    but dense, and much slower, for a kernel of full rank (RBF), with ROD slower
     to certify than REH (``benchmarks/sdp_solver.py`` times them). ramp scales like libsvm
     (``benchmarks/robust_svm.py --timing-only``)."""
     return 50_000 if method == "ramp" else SDP_MAX_N

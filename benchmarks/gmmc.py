@@ -32,7 +32,7 @@ from algorithms.gmmc import (
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
 
-# Table 1 of the seed, error %: (best width, kernel learning).
+# Table 1 of the paper, error %: (best width, kernel learning).
 TABLE_1 = {
     "two circles": (0.0, 0.0),
     "two jointed circles": (0.0, 0.0),
