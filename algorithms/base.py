@@ -38,7 +38,7 @@ MODEL_FORMAT = "mmc-model/1"
 
 # ---------------------------------------------------------------------------------------------
 # Parameter models: one pydantic model per algorithm, shared field types so names mean the same
-# thing everywhere (DESIGN.md, "Parameter names are the same across algorithms").
+# thing everywhere: a parameter name means the same across algorithms.
 # ---------------------------------------------------------------------------------------------
 
 NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters k.")]
@@ -246,8 +246,8 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
         # Identical points belong together: with fewer distinct points than clusters some
         # cluster would cut a set of identical points (a bisection leaf of one repeated point
         # has no kernel to split by). Distinct values of a random projection never exceed the
-        # distinct rows and are 20x cheaper to count (200,000 x 64: 1 s for the rows); the rows
-        # are counted only when the projection falls short.
+        # distinct rows and are far cheaper to count than the rows; the rows are counted only
+        # when the projection falls short.
         projection = X @ np.random.default_rng(0).standard_normal(X.shape[1])
         distinct = np.unique(projection).size
         if distinct < n_clusters:
@@ -368,7 +368,7 @@ class MMCEstimatorMixin:
                 return convert(value) if convert else value
         return getattr(self, name)
 
-    # Fitted attributes reported with a job's result when present (DESIGN.md: "algorithm extras").
+    # Fitted attributes reported with a job's result when present (the result's algorithm extras).
     _result_attributes: ClassVar[tuple[str, ...]] = (
         "objective_", "n_iter_", "gamma_", "solver_", "n_support_", "objective_history_",
         "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
@@ -465,7 +465,7 @@ def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int,
 
 
 def balance_limit(n_samples: int, class_balance: float) -> float:
-    """The seeds' ``l`` in ``-l <= e^T y <= l`` from the fraction ``class_balance = l / n``."""
+    """The papers' ``l`` in ``-l <= e^T y <= l`` from the fraction ``class_balance = l / n``."""
     return float(class_balance) * n_samples
 
 
@@ -507,9 +507,9 @@ def balanced_signs(scores: np.ndarray, limit: float) -> np.ndarray:
 def psd_factor(M: np.ndarray, rank: int | None = None) -> np.ndarray:
     """``V`` with ``V V^T ~ M``: eigenvectors scaled by ``sqrt`` of the non-negligible eigenvalues
     (the largest ``rank`` of them when given), largest first. With ``rank`` only those
-    eigenpairs are computed, by Lanczos from a fixed start: a label matrix of 1,040 points has
-    rank 1-8, and all its eigenpairs took 0.2-0.9 s against 0.01-0.02 s (LAPACK's evr, for one
-    eigenpair, took 1.8 s on that matrix's cluster of zero eigenvalues)."""
+    eigenpairs are computed, by Lanczos from a fixed start: a relaxed label matrix has low rank,
+    so a full eigendecomposition wastes most of its work, and LAPACK's ``evr`` for a few
+    eigenpairs is slow on the matrix's large cluster of zero eigenvalues."""
     symmetric = (M + M.T) / 2.0
     n = symmetric.shape[0]
     if rank is not None and n > 4 * rank + 20:
@@ -623,7 +623,8 @@ def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
 # ---------------------------------------------------------------------------------------------
 
 
-# Kernel entries evaluated at once by KernelExpansionClassifier.decision_function (128 MB).
+# Kernel entries evaluated at once by KernelExpansionClassifier.decision_function: bounds the
+# memory of one block (16 million float64 entries).
 DECISION_BLOCK_ENTRIES = 16_000_000
 
 

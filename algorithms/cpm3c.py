@@ -1,21 +1,28 @@
 """CPM3C: cutting-plane multiclass maximum margin clustering.
 
-Zhao, Wang & Zhang, "Efficient MultiClass Maximum Margin Clustering", ICML 2008
-(``../shared/seeds/CPM3C_zhao_wang_zhang_2008.txt``; its formulas are restated in
-``../shared/CPM3C_NOTES.md``).
+Zhao, Wang and Zhang 2008, "Efficient Multiclass Maximum Margin Clustering" (ICML).
 
 The multiclass MMC problem (2), Crammer-Singer form, is rewritten with one slack and one
-constraint per ``c = (c_1..c_n)``, ``c_i in {0, e_1..e_k}`` (problem (11), Theorems 1-2).
+constraint per ``c = (c_1..c_n)``, ``c_i in {0, e_1..e_k}`` (problem (11), Theorems 1-2)::
+
+    min_{w, xi >= 0}  (beta/2) sum_p ||w_p||^2 + xi
+    s.t. (1/n) sum_i [(c_i.1) sum_p z_ip w_p.x_i + sum_p c_ip (z_ip - w_p.x_i)]
+             >= (1/n) sum_i c_i.1 - xi      for every c,
+
+with ``z_ip = 1`` iff ``p = argmax_q w_q.x_i``. For the current ``w`` the most violated ``c``
+is closed-form (14): with ``p*`` the argmax and ``r*`` the runner-up of ``w_p.x_i``,
+``c_i = e_{r*}`` if ``w_{p*}.x_i - w_{r*}.x_i < 1``, else ``c_i = 0``.
 
 * Algorithm 1 (cutting plane): keep a working set ``Omega``; solve (17) = (11) over ``Omega``
   plus the class balance (16); add the most violated constraint of (11), given in closed form by
   (14); stop when it is violated by at most ``epsilon`` more than the working set.
 * Algorithm 2 (CCCP): each constraint of (17) is "convex >= affine" because of the
-  ``max_p w_p.x_i`` term; it is linearized at the current iterate (18)-(19), which gives the QP
-  (20). Its dual has one variable per constraint of ``Omega`` plus the balance multipliers: a
-  tiny dense QP, solved here by :func:`solve_cutting_plane_dual` (a warm-started primal
-  active-set method, about 100 times faster than a generic interior-point call at this size).
-  CCCP stops when the objective improves by less than ``cccp_tol`` (1 % in the seed).
+  ``max_p w_p.x_i = sum_p z_ip w_p.x_i`` term; replacing it by its linearization at the current
+  iterate ``w^(t)`` (subgradient ``z_ip^(t) x_i``, (18)-(19)) gives the QP (20). Its dual has one
+  variable per constraint of ``Omega`` plus the balance multipliers: a tiny dense QP, solved here
+  by :func:`solve_cutting_plane_dual`, a primal active-set method warm-started from the previous
+  solution, since successive QPs differ by one constraint. CCCP stops when the objective
+  improves by less than ``cccp_tol`` (0.01 in the paper).
 
 One CCCP step costs ``O(|Omega| s n k)`` for ``s`` nonzeros per row: the constraint vectors are
 ``M X`` for a sparse ``(|Omega| k) x n`` matrix ``M`` with at most two entries per point, and the
@@ -23,9 +30,9 @@ scores are ``X W^T``. CSR input is never densified: the centering ``x - mean`` i
 products (``(M X) - (M 1) mean^T``), which is what makes the method linear in ``n``
 (Theorems 5-7, Fig. 1).
 
-Nonlinear kernels work, as the seed says (section 2.1), on kernel-PCA coordinates: Nystrom
+Nonlinear kernels work, as the paper says (section 2.1), on kernel-PCA coordinates: Nystrom
 coordinates of the RBF kernel (exact with every point a landmark), optionally truncated to the
-leading principal components (``kpca_components``), with the width taken from the seed's grid
+leading principal components (``kpca_components``), with the width taken from the paper's grid
 ``{0.1 sigma_0, ..., sigma_0}``, ``sigma_0`` the largest pairwise distance
 (``width_reference="max_distance"``, section 4.2).
 
@@ -41,6 +48,8 @@ added (regularized with ``w``). The paper has no bias and uncentered data, where
 ``sum_i w_p.x_i = w_p.(n mean)`` acts as one; making it explicit keeps the class balance (16),
 ``-l <= sum_i (f_p(x_i) - f_q(x_i)) <= l``, meaningful for any data (for centered data without a
 bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = score_balance``.
+
+The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 """
 
 from __future__ import annotations
@@ -83,12 +92,11 @@ from algorithms.selection.candidates import (
 # gamma="auto": the shared local width sigma (kernels.local_scaling_gamma) times this. CPM3C's
 # classifier is a norm-regularized linear one on Nystrom coordinates; at sigma itself the kernel
 # between points of one cluster a few neighbours apart is ~0, so many labelings have nearly the
-# same margin and the descent drifts from a correct start (six separated blobs: 5.6 % error at
-# sigma, 0.3 % at 1.41 sigma, 0 % at 2 sigma; benchmarks/defaults.py held-out mean ARI 0.77 at
-# 1.41 sigma, 0.82 at 2 sigma).
+# same margin and the descent drifts from a correct start. A wider kernel keeps a cluster's
+# points correlated at the cost of blurring close clusters.
 AUTO_WIDTH_MULTIPLE = 2.0
-# The seed's setting: linear kernel (the bounding-box width where "rbf" is asked for) and k-means
-# starts; the paper rows of tests/ and benchmarks/ run with it.
+# The paper's setting: linear kernel (the bounding-box width where "rbf" is asked for) and k-means
+# starts; reproductions of the paper's tables run with it.
 PAPER_SETTING = {"kernel": "linear", "gamma": "paper", "init": "k-means", "supervised_start": False}
 
 # ---------------------------------------------------------------------------------------------
@@ -119,8 +127,8 @@ def solve_cutting_plane_dual(
         return np.zeros(0)
     # Small dense problems (|Omega| + a few): the cost is numpy call overhead, so the loop sticks
     # to few calls per step (take instead of ix_, a sorted free set instead of masks on s).
-    # The ridge is added to the blocks solved and to the gradient, not to a copy of Q: at
-    # k = 32 the balance rows make Q 1,000 x 1,000 and the copy cost 1.5 ms per QP.
+    # The ridge is added to the blocks solved and to the gradient, not to a copy of Q: with many
+    # clusters Q is large, and copying it every QP would cost more than the warm-started solve.
     Q = np.asarray(Q, dtype=np.float64)
     ridge = 1e-12 * max(float(np.trace(Q)) / m, 1e-300)
     s = np.zeros(m)
@@ -332,7 +340,8 @@ def constraint_slacks(F: np.ndarray, constraints: list[_Constraint],
     return out
 
 
-# Largest dense combination matrix (|Omega| rows x n entries, 32 MB) used for dense data.
+# Largest dense combination matrix (|Omega| rows x n entries) used for dense data; above it the
+# matrix is built sparse, which bounds memory at the cost of a slower product.
 _DENSE_COMBINATION_LIMIT = 4_000_000
 
 
@@ -400,7 +409,7 @@ class BalanceRows:
     the rows are a working set, as the cutting planes are: :meth:`add_most_violated` adds the
     pair of largest and smallest bias while it breaks (16), and the QP is solved again. Its
     optimum then satisfies every pair, so it is the optimum over all of them. All pairs at
-    once made ``Q`` 2,466 x 2,466 at k = 50 and 39,800 square (12.7 GB) at k = 200.
+    once would give ``Q`` ``O(k^2)`` rows, and memory ``O(k^4)``.
     """
 
     def __init__(self, n_rows: int):
@@ -454,8 +463,8 @@ class _ConstraintSums:
     ``sum_{c_i != 0} e_{r_i} (x) (x'_i, 1)`` and a row of ``rival_cells`` (a 1 at column
     ``i k + r_i`` of each member), all fixed; and its label sums ``sum_{c_i != 0} e_{y_i} (x)
     (x'_i, 1)`` at the labels of the last call, moved by the rows of the points whose label
-    changed. Between two QPs (20) a few points change class (median 131 of 50,000 on four 2-D
-    blobs), so a call costs ``|Omega| x changed x (s + 1)`` instead of ``|Omega| n (s + 1)``.
+    changed. Between two QPs (20) few points change class, so a call costs
+    ``|Omega| x changed x (s + 1)`` instead of ``|Omega| n (s + 1)``.
     """
 
     def __init__(self, X1: np.ndarray, n_rows: int):
@@ -563,11 +572,9 @@ def _linearized_by_class(
     ``G_c[p] = (1/n) (sum_{c_i != 0, y_i = p} (x'_i, 1) - sum_{c_i != 0, r_i = p} (x'_i, 1))``:
     a point with ``y_i = r_i`` adds and removes the same row, so the filter of ``d_c`` is not
     needed in ``G_c``. Both sums are kept per constraint (:class:`_ConstraintSums`), the label
-    sums moved by the points that changed class. 600 digits, k = 10 (up to 189 constraints,
-    1,107 QPs): 10-11 s with one combination matrix, 5.4-5.7 s with the label sums recomputed
-    per call. Four 2-D blobs of 50,000 points on 300 Nystrom coordinates: the fit took 74 s,
-    41 s of it recomputing the label sums (and 14 s looping over constraints for their slacks);
-    with the sums kept and the slacks read off them, 27 s, with the same labels.
+    sums moved by the points that changed class: recomputing them every call would cost
+    ``O(|Omega| n (s + 1))`` per QP, which dominates a fit on large ``n``. The slacks
+    (:func:`constraint_slacks`) are read off the same sums for the same reason.
     """
     sums.update(constraints, np.argmax(F, axis=1) if clamp is None else clamp)
     return sums.linearized()
@@ -590,14 +597,14 @@ def solve_cpm3c(
     """Algorithm 1 (cutting plane over (11)/(17)) with Algorithm 2 (CCCP on (17) via (20)).
 
     ``w0, b0`` is the initial iterate (Algorithm 2's ``w^(0)``). The objective is
-    ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` (the seed's (11) with ``C = 1 / beta``).
+    ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` (the paper's (11) with ``C = 1 / beta``).
 
     ``start_labels``: Algorithm 1 first runs with these labels held fixed (the same cutting
     planes, linearized at the given labels instead of the argmax: the supervised SVM of the
     starting partition), then goes on with the argmax labels from that iterate and working set.
     Without it the first QP (20) has one constraint, whose solution weighs each class by its
-    number of points: from a 10-cluster spectral start on digits (ARI 0.67) the first step left
-    four clusters with more than ten points, and the run ended with three (ARI 0.25).
+    number of points: with many clusters that first step moves most labels away from a good
+    start, and small clusters can vanish.
     """
     n_rows, n_features = w0.shape
     width = n_features + 1
@@ -704,12 +711,11 @@ def _eliminated_clusters(labels: np.ndarray, n_clusters: int,
     what class elimination leaves behind (an emptied class keeps a stray point or two).
 
     With ``first_rows`` (the first occurrence of each distinct row,
-    :func:`algorithms.kernels.distinct_rows`, asked for only when some cluster is small: 1.4 s
-    at 200,000 x 64) a cluster must also be that
-    small in distinct rows (a tenth of ``n_distinct / k``): one point repeated 290 times beside
-    ten others made every 3-partition "eliminate" a cluster of the ten (fewer than 10 points),
-    so the fallback to the starting partition's classifier never applied and one cluster came
-    back empty. A cluster of copies alone is large in points."""
+    :func:`algorithms.kernels.distinct_rows`, asked for only when some cluster is small, since
+    finding them costs a pass over the rows) a cluster must also be that small in distinct rows
+    (a tenth of ``n_distinct / k``): otherwise one point repeated many times beside a few others
+    makes every partition "eliminate" the cluster of the few, and the fallback to the starting
+    partition's classifier never applies. A cluster of copies alone is large in points."""
     small = _small_clusters(labels, n_clusters)
     if first_rows is None or small.size == 0:
         return small
@@ -784,8 +790,9 @@ class PrincipalComponents:
     """Top principal directions of coordinates ``Z``: ``(Z - mean) @ components.T``.
 
     Applied to the kernel coordinates (Nystrom map) this is kernel PCA truncated to the leading
-    components (seed section 2.1): with every point a landmark, the Nystrom coordinates reproduce
-    the kernel matrix exactly and their principal components are the kernel-PCA coordinates.
+    components (the paper's section 2.1): with every point a landmark, the Nystrom coordinates
+    reproduce the kernel matrix exactly and their principal components are the kernel-PCA
+    coordinates.
     """
 
     mean: np.ndarray
@@ -802,8 +809,7 @@ class PrincipalComponents:
 
 
 class CPM3CParams(AlgorithmParams):
-    """Parameters of :class:`CPM3C` (defaults from Zhao, Wang and Zhang 2008 unless the class
-    docstring says otherwise)."""
+    """Parameters of :class:`CPM3C` (meanings and defaults: see the class)."""
 
     renamed: ClassVar[Renames] = {"n_components": ("n_landmarks", None),
                                   "class_balance": ("score_balance", None)}
@@ -830,19 +836,19 @@ class CPM3CParams(AlgorithmParams):
         description=(
             "For kernel='rbf', gamma='paper': the distance D that width_factor multiplies, the "
             "bounding-box diagonal ('diameter') or the largest pairwise distance ('max_distance', "
-            "the seed's sigma_0)."
+            "the paper's sigma_0)."
         ),
     )
     kpca_components: int | None = Field(
         None, ge=1, le=5000,
         description=(
             "For kernel='rbf': keep only the top principal components of the kernel coordinates "
-            "(kernel PCA, seed section 2.1); None keeps all."
+            "(kernel PCA, the paper's section 2.1); None keeps all."
         ),
     )
     C: float = Field(
         100.0, gt=0, le=1e7,
-        description="Weight of the slack xi against 1/2 sum ||w_p||^2 (the seed's 1 / beta).",
+        description="Weight of the slack xi against 1/2 sum ||w_p||^2 (the paper's 1 / beta).",
     )
     score_balance: float = Field(
         0.03, ge=0, le=1e3,
@@ -856,7 +862,7 @@ class CPM3CParams(AlgorithmParams):
         description="Cutting-plane precision: stop when no constraint is violated by more.",
     )
     cccp_tol: float = Field(
-        0.01, gt=0, lt=1, description="CCCP stops when the objective improves by less (1 %)."
+        0.01, gt=0, lt=1, description="CCCP stops when the objective improves by less (0.01)."
     )
     max_iter: int = Field(200, ge=1, le=10000, description="Cutting-plane iterations.")
     max_cccp_iter: int = Field(30, ge=1, le=1000, description="CCCP steps per iteration.")
@@ -865,7 +871,7 @@ class CPM3CParams(AlgorithmParams):
         True,
         description=(
             "Each run first fits the supervised SVM of its starting partition by the same "
-            "cutting planes (labels held), then lets the labels move (false: the seed's start "
+            "cutting planes (labels held), then lets the labels move (false: the paper's start "
             "from w0 with a one-constraint working set)."
         ),
     )
@@ -889,125 +895,88 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=2
-        Number of clusters ``k``; 2 uses the binary form (one ``w`` and a bias), more the
+        Number of clusters ``k``, >= 2; 2 uses the binary form (one ``w`` and a bias), more the
         Crammer-Singer form (one ``w_p`` and ``b_p`` per cluster).
     kernel : {"rbf", "linear"}, default="rbf"
-        "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of the RBF kernel
-        ``exp(-gamma ||x - x'||^2)``, as the seed suggests (section 2.1: kernel-PCA coordinates);
-        "linear" is the seed's own default. With ``gamma="seed"`` and ``width_factor = 0.4``
-        (sigma near the median pairwise distance of the digits) it gives 98.73 % over the seed's
-        45 digit pairs (linear: 97.0 %, the pairs with a digit 1 split that digit), but 90.1 % on
-        8-9 (linear: 95.8 %). The seed's protocol (section 4.2: sigma from the grid
-        ``{0.1 sigma_0, ..., sigma_0}`` per data set, ``sigma_0`` the largest pairwise distance)
-        with kernel PCA truncated to the leading components: ``width_reference="max_distance"``,
-        ``width_factor=0.4``, ``n_landmarks >= n`` (exact kernel PCA) and
-        ``kpca_components=20`` give 97.74 % on digits 8-9 and, with ``C = 3, score_balance = 0``,
-        96.63 % on {0,6,8,9} (seed Table 2: 97.74 % and 96.63 %); these settings were selected
-        on this data (25 components give about 90 %); {1,2,7,9} stays at 90.1 %.
+        "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of
+        ``exp(-gamma ||x - x'||^2)``, the paper's route to nonlinear kernels (section 2.1);
+        "linear" is the setting of the paper's experiments.
     gamma : float or {"auto", "paper", "scale"}, default="auto"
-        RBF width. "auto" is the shared local width
-        (:func:`algorithms.kernels.local_scaling_gamma`) with ``sigma`` times
-        ``AUTO_WIDTH_MULTIPLE``; "paper" is ``1 / (width_factor * D)^2``
-        with ``D`` set by ``width_reference``.
+        RBF width. "auto": the local width of :func:`algorithms.kernels.local_scaling_gamma`
+        with ``sigma`` times ``AUTO_WIDTH_MULTIPLE``; "paper": ``1 / (width_factor * D)^2``.
     width_factor : float, default=1.0
-        Multiplier of ``D`` for ``gamma="paper"``.
+        Multiplier of ``D`` for ``gamma="paper"``, in (0, 100]. The paper's grid (section 4.2)
+        is 0.1 to 1 with ``width_reference="max_distance"``.
     init : {"spectral", "k-means"}, default="spectral"
-        Initial weights of the first run: the class means of the kNN graph's spectral partition
+        Start of the first run: the class means of the kNN graph's spectral partition
         (:func:`algorithms.selection.candidates.spectral_partition`); later runs, and all runs with
-        "k-means"
-        (the seed), start from k-means centroids.
+        "k-means" (the paper's start), start from k-means centroids.
     n_landmarks : int, default=300
-        Nystrom landmarks; at least ``n`` makes the coordinates reproduce the kernel exactly.
+        Nystrom landmarks, in [10, 5000]; at least ``n`` reproduces the kernel exactly.
     width_reference : {"diameter", "max_distance"}, default="diameter"
-        ``D`` for ``gamma="paper"``: the bounding-box diagonal (iterSVR's estimate) or the largest
-        pairwise distance, the seed's ``sigma_0`` (exact up to 2,000 points, else over 2,000
-        points drawn at random).
+        ``D`` for ``gamma="paper"``: the bounding-box diagonal or the largest pairwise distance,
+        the paper's ``sigma_0`` (over a random sample of 2,000 points above that size).
     kpca_components : int or None, default=None
-        Keep the top principal components of the kernel coordinates (kernel PCA, seed section
-        2.1); the discarded trailing components are mostly noise. On digits 8-9 (0.4
-        ``sigma_0``): 16-20 components 97.7-98.0 %, 22 give 94.9 %, 25 or more and all about 90 %.
+        Keep the top principal components of the kernel coordinates (kernel PCA, section 2.1),
+        dropping trailing components that are mostly noise. None keeps all.
     C : float, default=100
-        Weight of the single slack ``xi`` against ``1/2 sum_p ||(w_p, b_p)||^2``: the seed's
-        ``1 / beta`` in (11). Data are centered and scaled to unit mean squared norm first, so
-        ``C`` does not depend on the units of ``X``. 100 measured best on the digit pairs
-        (k = 2); with k = 4 a large ``C`` lets a cluster vanish, and ``C = 3`` with
-        ``score_balance = 0`` measured best on digits {0,6,8,9} and {1,2,7,9}.
+        Weight of the slack ``xi`` against ``1/2 sum_p ||(w_p, b_p)||^2``, the paper's
+        ``1 / beta`` in (11). Data are centered and scaled to unit mean squared norm, so ``C``
+        does not depend on the units of ``X``. With ``k > 2`` a large ``C`` lets a cluster vanish.
     score_balance : float, default=0.03
-        ``l / n`` in (16): the largest difference between two clusters' mean scores
-        ``(1/n) sum_i (f_p(x_i) - f_q(x_i))``. Smaller is more balanced; 0 forces equal mean scores.
-        Too loose a balance lets the trivial "one cluster" solution win (with 1.0 every digit pair
-        ends in one cluster); 0.03 measured best on the digit pairs.
+        ``l / n`` in (16), >= 0: the largest difference between two clusters' mean scores.
+        0 forces equal mean scores; too loose a balance lets one cluster take every point.
     epsilon : float, default=0.01
-        Cutting-plane precision (seed: 0.01 is enough, Fig. 2).
+        Cutting-plane precision; the paper finds 0.01 enough (Fig. 2).
     cccp_tol : float, default=0.01
-        CCCP stops when the objective improves by less than this fraction (seed: 1 %).
+        CCCP stops when the objective improves by less than this fraction (the paper's value).
     max_iter : int, default=200
         Cutting-plane iterations (constraints added).
     max_cccp_iter : int, default=30
         CCCP steps per cutting-plane iteration.
     n_init : int, default=10
-        k-means runs (k-means++ seeds) in the one pool the starting partitions come from.
+        k-means runs in the one pool the starting partitions come from.
     n_restarts : int, default=1
-        Distinct k-means partitions of the pool (lowest inertia first) to run CPM3C
-        (Algorithms 1-2) from, besides the spectral partition of ``init="spectral"``; a partition
-        is never started twice. The run with the lowest final objective (11) is kept. Extension
-        of the seed (which runs once): a run that ends with an empty cluster is kept only if every
-        run does, because the score-sum balance (16) does not stop a cluster from never being the
-        argmax when k > 2. More restarts find lower objectives, not better clusters: with 3 the
-        digit rows 8-9 and {0,6,8,9} fall from 97.7 % and 96.6 % to 95.2 % and 93.6 %.
+        Distinct k-means partitions of the pool (lowest inertia first) to run from, besides the
+        spectral partition. The run of lowest objective (11) is kept, but one that ends with an
+        empty cluster only if every run does: for ``k > 2`` the balance (16) cannot stop a
+        cluster from never being the argmax. Lower objectives are not always better clusters.
     supervised_start : bool, default=True
-        Each run first runs Algorithm 1 with the labels of its starting partition held fixed
-        (the supervised Crammer-Singer SVM of that partition, by the same cutting planes), then
-        goes on with the argmax labels from that iterate and working set. The seed starts
-        Algorithm 2 from ``w^(0)`` with a one-constraint working set, whose first QP weighs each
-        class by its size and moves most labels (a 10-cluster spectral start on 600 digits,
-        ARI 0.67, had four clusters left after it). When every run still empties a cluster once
-        its labels are free, the held phase's classifier of the best run is kept if every
-        cluster is present, else the held phase of the run that empties the fewest, when that
-        is fewer than the free labels empty. ``benchmarks/defaults.py``
-        (``docs/defaults_rules.md``): 4 blobs 1:3 0.84 -> 1.00, digits {0,6,8,9} 0.86 -> 0.93,
-        600 digits of ten classes 0.25 -> 0.64; held-out mean 0.854 -> 0.878, public 0.872 ->
-        0.873. ``PAPER_SETTING`` turns it off.
+        Each run first solves Algorithm 1 with its starting labels held fixed (the supervised
+        Crammer-Singer SVM of that partition), then frees the labels. The paper's one-constraint
+        first QP weighs each class by its size and moves most labels away from the start. If
+        every run then empties a cluster, the held phase's classifier is kept instead when it
+        empties fewer. ``PAPER_SETTING`` turns it off.
     normalize : {"none", "l2"}, default="none"
-        Row preprocessing before the (optional) kernel map: "l2" scales every point to unit norm.
-        Measured on the 45 digit pairs it does not help (97.8 % against 97.0 % linear; the rbf
-        option gives 98.7 %), so it is off by default.
-    random_state : int or None
+        Row preprocessing before the kernel map: "l2" scales every point to unit norm.
+    random_state : int or None, default=None
+        Seeds the k-means runs, the Nystrom landmarks and the sampled ``sigma_0``.
 
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
         Cluster of each training point, ``0..n_clusters-1``.
     coef_ : ndarray of shape (n_rows, n_features_model)
-        Weights in the input (or Nystrom) coordinates; ``n_rows`` is 1 for the binary form and
-        ``n_clusters`` otherwise.
+        Weights in the input (or Nystrom) coordinates; one row in the binary form.
     intercept_ : ndarray of shape (n_rows,)
-    objective_ : float
-        ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` at the end (scaled coordinates).
-    objective_history_ : list of float
-        Objective after each cutting-plane iteration.
-    n_iter_ : int
-        Cutting-plane iterations (Algorithm 1).
-    n_cccp_iter_ : int
-        QP (20) solves over all CCCP runs (Algorithm 2).
-    n_constraints_ : int
-        Size of the final working set ``Omega``.
+        Biases ``b_p``.
+    objective_, objective_history_ : float, list of float
+        ``1/2 sum_p ||(w_p, b_p)||^2 + C xi`` at the end and after each cutting-plane iteration.
+    n_iter_, n_cccp_iter_, n_constraints_ : int
+        Cutting-plane iterations, QP (20) solves, and the size of the final working set.
     warnings_ : list of str
-        Non-empty when every run left a cluster empty or under a tenth of ``n / k`` points
-        (class elimination), also raised as a ``UserWarning``.
+        Non-empty when every run left a cluster (nearly) empty; also a ``UserWarning``.
     gamma_ : float
         The RBF width used (0 for the linear kernel).
-    nystrom_ : NystromMap or None
-        The feature map of ``kernel="rbf"``.
-    kpca_ : PrincipalComponents or None
-        The kept principal directions of the kernel coordinates (``kpca_components``).
+    nystrom_, kpca_ : NystromMap or None, PrincipalComponents or None
+        The feature map of ``kernel="rbf"`` and the kept kernel principal directions.
 
     References
     ----------
-    B. Zhao, F. Wang, C. Zhang. Efficient MultiClass Maximum Margin Clustering. ICML 2008.
+    B. Zhao, F. Wang, C. Zhang. Efficient Multiclass Maximum Margin Clustering. ICML 2008.
     Problem (2) and its one-slack form (11) (Theorems 1-2); most violated constraint (14)
     (Theorem 3); class balance (16); working-set problem (17); CCCP linearization (18)-(19) and
-    QP (20); Algorithms 1-2; O(s n k) per iteration (Theorem 5). Restated in CPM3C_NOTES.md.
+    QP (20); Algorithms 1-2; O(s n k) per iteration (Theorem 5).
 
     See Also
     --------
@@ -1169,8 +1138,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             # Every run lost a class once its labels were free. The supervised SVM of the best
             # run's starting partition (its held-labels phase) is kept when it keeps every
             # cluster; otherwise the held phase of any run that empties fewer clusters than the
-            # free labels do (50 touching blobs: one held phase left a cluster empty, another
-            # none, and the free runs kept 9 clusters, ARI 0.18 against 0.76).
+            # free labels do, since runs differ in which clusters their held phases keep.
             held, whose = result_held, "the best"
             if held.eliminated.size and fewest_emptied.key < held.key:
                 held, whose = fewest_emptied, "the fewest-emptying"
@@ -1239,7 +1207,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return np.hstack([-F / 2, F / 2]) if F.shape[1] == 1 else F
 
     def predict(self, X) -> np.ndarray:
-        """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the seed's own rule."""
+        """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the paper's rule."""
         return labels_from_scores(self._scores(X))
 
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,14 @@
 """SMO for the dual QP of a kernel machine: ``min 1/2 u^T K u - y^T u``, ``lo <= u <= hi``,
 ``sum u = 0``.
 
-With ``lo = -C``, ``hi = C`` this is the dual of the Laplacian-loss SVR (epsilon = 0) of the
-iterSVR seed, (6)/(7) with ``u = alpha - alpha*``. The solver is sequential minimal optimization
-with libsvm's second-order working-set selection (Fan, Chen & Lin, JMLR 2005) and libsvm's stopping
-rule (the largest KKT violation ``max G_j - min G_i`` over the feasible directions <= ``tol``), so
-``tol`` means what scikit-learn's ``SVR(tol=...)`` means. It is compiled with numba and works on
-the kernel matrix in place: on a 357-point digit pair it runs the same number of iterations as
-libsvm about 3x faster (libsvm's precomputed-kernel path copies a kernel row per fetch). It starts
-from ``u = 0`` or from a given feasible point (iterSVR passes the previous step's solution).
+With ``lo = -C``, ``hi = C`` this is the dual of the Laplacian-loss SVR (epsilon = 0) of Zhang,
+Tsang and Kwok 2007, (6)/(7) with ``u = alpha - alpha*``. The solver is sequential minimal
+optimization with libsvm's second-order working-set selection (Fan, Chen & Lin, JMLR 2005) and
+libsvm's stopping rule (the largest KKT violation ``max G_j - min G_i`` over the feasible directions
+<= ``tol``), so ``tol`` means what scikit-learn's ``SVR(tol=...)`` means. It is compiled with numba
+and works on the kernel matrix in place: the same iterations as libsvm without libsvm's copy of a
+kernel row per fetch on its precomputed-kernel path, and it can be warm-started. It starts from
+``u = 0`` or from a given feasible point (iterSVR passes the previous step's solution).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def _smo(K, y, lo, hi, u, scores, tol, max_iter):
     """The SMO loop, compiled by :func:`compiled_smo`: updates ``u`` in place, writes ``K u`` to
     ``scores`` and returns ``(n_iter, converged)``. Only scalars come back: boxing a new array
     calls into Python, where a signal handler's exception (RQ's job timeout) would turn into a
-    SystemError. The gradient is a local array, which the compiler knows aliases no argument
-    (given as an argument, the update loop ran 20 % slower). Three plain passes per iteration:
-    fusing the gradient update with the next selection stops its vectorization (2x slower)."""
+    SystemError. The gradient is a local array, which the compiler knows aliases no argument,
+    so the update loop vectorizes. Three plain passes per iteration: fusing the gradient update
+    with the next selection would stop its vectorization."""
     n = y.shape[0]
     G = K @ u - y  # gradient of the objective
     diagonal = np.empty(n)  # contiguous: each strided K[t, t] would cost a cache line

@@ -1,92 +1,12 @@
 """GMMC: generalized maximum margin clustering with unsupervised kernel learning.
 
-Valizadegan & Jin, "Generalized Maximum Margin Clustering and Unsupervised Kernel Learning",
-NIPS 2006 (``../shared/seeds/GMMC_valizadegan_jin_2006.txt``).
-
-What the seed solves
---------------------
-The soft-margin dual (10) over ``n`` variables ``gamma``::
-
-    max_gamma  sum_i gamma_i
-    s.t.       P^T K^{-1} P + C_e e0 e0^T - diag(gamma, 0) >= 0,   0 <= gamma_i <= C_delta
-
-with ``P = (I_n, e)`` (the last coordinate is the bias ``lambda``), ``K^{-1}`` replaced by a
-normalized graph Laplacian (Remark II), and labels from the sign of the eigenvector of the KKT
-matrix for the zero eigenvalue (section 3.1). Kernel learning (12) puts ``sum_k beta_k L_k`` in
-place of ``K^{-1}`` with ``beta`` on the simplex, ``L_k`` from RBF widths at 10 %, ..., 100 % of
-the range of pairwise distances.
-
-Which Laplacian, and its null direction
----------------------------------------
-The seed prints ``L(K) = I - D^{1/2} K D^{1/2}``. That matrix is not what is meant: its
-eigenvalues scale with ``n^2`` (``D_ii = sum_j K_ij``), it is indefinite, and then (10) is
-infeasible even at ``gamma = 0``. The seed cites Chung [15], whose normalized Laplacian is
-``I - D^{-1/2} K D^{-1/2}`` (:func:`algorithms.kernels.normalized_laplacian`); we use that.
-
-That Laplacian has a null vector ``u = D^{1/2} e / ||D^{1/2} e||``. Put literally in (10), the
-bias ``lambda e`` and that free direction together give every labeling ``z ~ u - mean(u) e`` a
-zero cost, so the only feasible ``gamma`` is 0 and the "KKT eigenvector" splits the points by
-degree (:func:`degenerate_laplacian_labels` reproduces this; a test pins it). Remark II says the
-Laplacian stands for the kernel ``L^+``, whose inverse leaves ``u`` infinitely expensive, not free.
-We lift ``u`` to the eigenvalue 1 of a direction with no affinity structure::
-
-    K^{-1} := L_sym + u u^T = I - (D^{-1/2} K D^{-1/2} - u u^T)      (:func:`laplacian_precision`)
-
-which is positive definite, keeps every other eigenpair of ``L_sym``, and keeps (12) well posed
-(``sum_k beta_k (L_k + u_k u_k^T)`` is positive definite for every ``beta`` on the simplex).
-
-A well-conditioned formulation of the same problem
---------------------------------------------------
-With ``M = K^{-1}`` positive definite, the bias row of (10) is eliminated exactly by a Schur
-complement: ``S = M - M e e^T M / (e^T M e)`` (:func:`eliminate_bias`), and (10) is
-
-    max sum_i gamma_i  s.t.  S + C_e e e^T - diag(gamma) >= 0,  0 <= gamma <= C_delta.
-
-Its conic dual is a MAXCUT-like SDP: ``min <S + C_e e e^T, X> + C_delta sum_i (1 - X_ii)_+`` over
-``X >= 0``. ``S e = 0``, so with ``X = V V^T`` and ``V = W - mean(W) + e a^T / (n sqrt(C_e))`` the
-objective is ``tr(W^T S W) + ||a||^2``: the constant ``C_e = 10^4`` leaves the problem through a
-change of variables instead of sitting next to O(1) entries, which is what broke generic conic
-solvers. Two solvers use this:
-
-* ``solver="lowrank"`` (default): Burer-Monteiro factorization ``X = V V^T`` of rank ``r``, the
-  constraints ``||v_i||^2 >= 1`` by an augmented Lagrangian whose multipliers are the seed's
-  ``gamma`` (clipped to ``[0, C_delta]``, the exact soft-margin penalty), inner problems by
-  L-BFGS. The result is certified: duality gap ``|<S, X> - sum gamma|`` and the smallest
-  eigenvalue of the KKT matrix ``S + C_e ee^T - diag(gamma)`` (>= 0 proves global optimality).
-* ``solver="cvxpy"``: the same scaled SDP for SCS (:func:`solve_gmmc_cvxpy`); about 100x slower.
-
-The shared low-rank solver of :mod:`algorithms.lowrank_sdp` takes the program as written
-(``C_e ee^T`` inside the objective, no change of variables): on digit pairs it took 0.5-1.0 s
-against 0.15-0.19 s here and stopped at gaps of 3e-5 to 4e-3 (same labels;
-``benchmarks/sdp_solver.py --gmmc``), so GMMC keeps this solver.
-
-``C_delta`` binds only when it is below ``C_e + max_i S_ii`` (``gamma_i`` cannot exceed the
-diagonal of the KKT matrix), so with the seed's constants (10) coincides with the hard margin (7).
-
-Labels: the KKT matrix at the optimum is singular and ``X`` lives in its null space; the leading
-eigenvector of ``X`` is the seed's "eigenvector for the zero eigenvalue" (the same vector when the
-null space is one-dimensional), and its signs are the labels.
-
-Kernel learning (12) is solved as ``max_beta phi(beta)`` on the simplex, where ``phi(beta)`` is
-the optimal value of (10) for ``K^{-1} = sum_k beta_k M_k``: ``phi`` is concave (a partial
-maximum of a jointly convex problem) with supergradient ``g_k = <P^T M_k P, W*>`` (Danskin), so
-exponentiated-gradient ascent with warm-started inner solves converges, and
-``max_k g_k - beta^T g`` bounds the remaining suboptimality (the reported ``kernel_gap_``).
-
-What (12) learns: for fixed labels, (3) is the dual of the SVM dual (1), so its value is
-``1 / (2 margin^2)``; (7)/(10) relax ``min_y`` of it, so ``sum_i gamma_i`` is the relaxed smallest
-``1 / margin^2`` over labelings. It is increasing in ``K^{-1}`` (Loewner order), so putting the
-Laplacian in place of ``K^{-1}`` does not flip any direction: a larger ``L`` is a smaller kernel and
-a smaller margin. (12) *maximizes* it over ``beta`` jointly with ``gamma`` (one convex problem),
-which selects the kernel on which even the best clustering has the smallest margin: the flattest,
-widest RBF (``L_k + u_k u_k^T -> I``); more than 99 % of the weight goes to the 100 % width on every
-set. That reproduces the seed's kernel-learning column on the digit pairs (equal or lower error),
-the jointed circles and the Gaussians, but not on two concentric circles (50 % instead of 0 %).
-The readings of (12) checked against the seed's text, none of which meets the whole column, and
-why none of that kind can on our data: ``docs/gmmc_kernel_learning_readings.md``
-(``python -m benchmarks.gmmc --only readings``).
-
-The constraints on ``beta`` in (11)/(12) are only ``beta >= 0, sum beta = 1``.
+Valizadegan and Jin 2006, "Generalized Maximum Margin Clustering and Unsupervised Kernel
+Learning" (NIPS). The soft-margin dual (10) is solved with a normalized graph Laplacian, its null
+vector lifted, in place of ``K^{-1}`` (Remark II), in a scaled form that a Burer-Monteiro
+augmented Lagrangian solves with an optimality certificate; labels are the signs of the KKT
+eigenvector (section 3.1). Kernel learning (12) is exponentiated-gradient ascent over the weights
+of several Laplacians. The reading of the paper behind these choices is in ``docs/gmmc_design.md``;
+the measurements behind the defaults in ``docs/defaults_rules.md``.
 """
 
 from __future__ import annotations
@@ -155,27 +75,29 @@ def distance_range(sq_dist: np.ndarray) -> float:
 def width_fractions_gammas(sq_dist: np.ndarray, fractions) -> np.ndarray:
     """``gamma = 1 / (2 sigma^2)`` for ``sigma = fraction * range of pairwise distances``.
 
-    The seed writes the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))`` and picks ``sigma`` as a
+    The paper writes the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))`` and picks ``sigma`` as a
     fraction of the range of the pairwise distances (section 4: 10 %, 20 %, ..., 100 %).
     """
     spread = distance_range(sq_dist)
     if spread <= 0:
-        raise ValueError("all pairwise distances are equal: the seed's RBF widths are undefined")
+        raise ValueError("all pairwise distances are equal: the paper's RBF widths are undefined")
     sigma = np.asarray(fractions, dtype=np.float64) * spread
     return 1.0 / (2.0 * sigma**2)
 
 
 def laplacian_precision(K: np.ndarray, degree_regularization: float = 0.0) -> np.ndarray:
-    """``L_sym + u u^T``: the positive definite stand-in for ``K^{-1}`` (see the module notes).
+    """``L_sym + u u^T``: the positive definite stand-in for ``K^{-1}`` (Remark II).
 
-    ``L_sym = I - D^{-1/2} K D^{-1/2}`` (Chung's normalization, not the seed's printed
-    ``D^{1/2} K D^{1/2}``), ``u = D^{1/2} e / ||D^{1/2} e||`` its null vector, lifted to 1.
+    ``L_sym = I - D^{-1/2} K D^{-1/2}`` (Chung's normalization; the paper's printed
+    ``I - D^{1/2} K D^{1/2}`` is indefinite and makes (10) infeasible), ``u = D^{1/2} e /
+    ||D^{1/2} e||`` its null vector, lifted to the eigenvalue 1: left at 0, the bias and ``u``
+    together give a degree-ordered labeling zero cost and force ``gamma = 0``.
 
     ``degree_regularization`` ``r > 0``: every degree plus ``tau = r * mean degree``
     (regularized spectral clustering, Amini et al. 2013; Qin & Rohe 2013 take ``r = 1``). At
     the local width a point far from all others has a degree near its own self-affinity, a
-    nearly isolated vertex: splitting it off costs almost nothing, and (10) returned 3 points
-    against 297 on standardized breast cancer. With ``tau``, ``u`` is no longer a null vector;
+    nearly isolated vertex: splitting it off costs almost nothing, so (10) would return a
+    handful of outliers as a cluster. With ``tau``, ``u`` is no longer a null vector;
     its Rayleigh quotient is lifted to 1 the same way.
     """
     degree = K.sum(axis=1)
@@ -241,12 +163,11 @@ class GMMCSolution:
 
 
 # Starting factor rank. Pataki's bound sqrt(2 m) for m = n constraints guarantees a rank-r
-# optimum exists, but the solutions we see have rank 1-3: starting low keeps the O(n^2 r) products
-# and the L-BFGS state small (digits 3-8: 0.44 s at rank 4 against 0.89 s at rank 10, the same
-# objective and labels), and the certificate raises the rank when it was too small.
+# optimum exists, but clustering solutions are of rank 1-3: starting low keeps the O(n^2 r)
+# products and the L-BFGS state small, and the certificate raises the rank when it was too small.
 START_RANK = 4
 # Rank doublings after a failed certificate before the solution is returned as "inaccurate"
-# (4 -> 32, past Pataki's bound up to n = 480).
+# (rank 4 doubled three times reaches 32, past Pataki's bound up to n = 480).
 MAX_RANK_RAISES = 3
 
 
@@ -285,7 +206,7 @@ def solve_gmmc_lowrank(
 
     ``min tr(W^T S W) + ||a||^2 + C_delta sum_i (1 - ||v_i||^2)_+`` with
     ``v_i = (W - mean W)_i + a / (n sqrt(C_e))``. The multiplier of ``||v_i||^2 >= 1`` is the
-    seed's ``gamma_i``; clipping it to ``[0, C_delta]`` gives the soft margin of (10).
+    paper's ``gamma_i``; clipping it to ``[0, C_delta]`` gives the soft margin of (10).
     ``V0``/``gamma0`` warm-start the solve (kernel learning re-solves with nearby ``S``).
 
     With ``certify``, the dual slack ``S + C_e e e^T - diag(gamma)`` must be positive
@@ -295,8 +216,8 @@ def solve_gmmc_lowrank(
     up to ``MAX_RANK_RAISES`` times.
 
     The loop is many small products and L-BFGS-B steps: it runs under one BLAS thread
-    (:func:`algorithms.threads.small_problem_threads`); two threads made digits 3-8 29x slower
-    (82.9 s against 2.9 s with the other core busy) and 1,500 moons 12x.
+    (:func:`algorithms.threads.small_problem_threads`), since threads spin-waiting on a busy core
+    cost more than such products gain.
     """
     rng = check_random_state(random_state)
     r = rank or _default_rank(S.shape[0])
@@ -407,9 +328,9 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
 
 
 # Up to this many guide clusters in a cluster to split, the split that keeps them whole is found
-# exactly among the 2^(m-1) - 1 labelings of whole clusters (20: 524,287 of them, 0.1-0.2 s).
+# exactly among the 2^(m-1) - 1 labelings of whole clusters (about half a million at 20).
 EXACT_SPLIT_MAX_GROUPS = 20
-# Labelings scored per block of the enumeration (a block of m-vectors of 8 MB at m = 16).
+# Labelings scored per block of the enumeration: bounds the memory of the block of m-vectors.
 _LABELINGS_PER_BLOCK = 1 << 16
 # The conic solver of (10) over more whole groups than enumeration reaches (m x m, m > 20).
 GROUP_SDP_SOLVER = "CLARABEL"
@@ -448,8 +369,8 @@ def split_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float) -> GMMCSol
     (``G`` the group indicator), minimised by enumeration of ``zeta`` with ``zeta_0 = +1``. This is
     the problem exactly where (10) would relax it over every point: with guide clusters kept whole
     (:func:`algorithms.selection.bisection.keep_guide_clusters_whole`) only these labelings can
-    come out.
-    On the six 1:5 blobs of the held-out sets the root relaxation over 1,040 points took 8.3 s.
+    come out,
+    and ``m`` is far smaller than ``n``.
     """
     A, group_of, _ = _group_form(S, groups, C_e)
     m = A.shape[0]
@@ -474,10 +395,9 @@ def relax_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float, C_delta: f
     (section 3.1's rounding), then single groups moved to the other side while that lowers
     ``zeta^T A zeta``.
 
-    The relaxation over the points instead (the fallback before) solved an ``n x n`` program
-    whose rounding was then forced onto whole groups: a fit of 2,000 points in 25 blobs took
-    60.9 s, now 6.6 s with the same labels. ``dual`` is the relaxation's value, a lower bound on
-    every labeling of whole groups.
+    An ``m x m`` program instead of the ``n x n`` relaxation over the points, whose rounding
+    would then have to be forced onto whole groups. ``dual`` is the relaxation's value, a lower
+    bound on every labeling of whole groups.
     """
     import cvxpy as cp
 
@@ -609,7 +529,7 @@ def learn_kernel_weights(
 
     ``phi(beta)`` is (10) for ``M = sum_k beta_k M_k``; its supergradient is
     ``g_k = tr(V^T Pi^T M_k Pi V)`` with ``Pi = I + e c^T`` the bias map of ``M`` (the lifted
-    ``W*`` of the seed's (n+1)-dimensional form). A step is kept only if ``phi`` does not drop.
+    ``W*`` of the paper's (n+1)-dimensional form). A step is kept only if ``phi`` does not drop.
     """
     m = len(Ms)
     beta = np.full(m, 1.0 / m)
@@ -665,16 +585,15 @@ def learn_kernel_weights(
 
 
 class GMMCParams(AlgorithmParams):
-    """Parameters of :class:`GMMC` (defaults from sections 3 and 4 of Valizadegan and Jin
-    2006)."""
+    """Parameters of :class:`GMMC` (the paper's defaults are in its sections 3 and 4)."""
 
     library_only = ("guide",)
 
     n_clusters: NClusters = Field(
-        2, description="2: the seed's problem (10); more: recursive bisection guided by "
+        2, description="2: the paper's problem (10); more: recursive bisection guided by "
         "CPM3C's multi-class max-margin partition (two-class splits only with "
         "kernel_learning=false).")
-    kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the seed's only kernel).")
+    kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the paper's only kernel).")
     gamma: PositiveFloat | Literal["auto", "paper"] = Field(
         "auto",
         description=(
@@ -690,7 +609,7 @@ class GMMCParams(AlgorithmParams):
     degree_regularization: float = Field(
         1.0, ge=0, le=100,
         description="Laplacians of degrees + this x the mean degree (regularized spectral "
-        "clustering; 0 = the seed's Laplacian): no nearly isolated point is split off for free.",
+        "clustering; 0 = the paper's Laplacian): no nearly isolated point is split off for free.",
     )
     kernel_learning: bool = Field(
         False, description="Learn weights of n_widths Laplacians jointly with the labels (12)."
@@ -698,8 +617,8 @@ class GMMCParams(AlgorithmParams):
     n_widths: int = Field(
         10, ge=2, le=50, description="Kernel learning widths: 1/m, 2/m, ..., 1 of the range."
     )
-    C_e: float = Field(1e4, gt=0, le=1e9, description="Weight of (z^T e)^2 in (5); seed: 10,000.")
-    C_delta: float = Field(1e5, gt=0, le=1e10, description="Bound on gamma in (10); seed 1e5.")
+    C_e: float = Field(1e4, gt=0, le=1e9, description="Weight of (z^T e)^2 in (5); paper: 10,000.")
+    C_delta: float = Field(1e5, gt=0, le=1e10, description="Bound on gamma in (10); paper: 1e5.")
     solver: Literal["lowrank", "scs"] = Field(
         "lowrank", description="Burer-Monteiro augmented Lagrangian, or the scaled SDP for SCS."
     )
@@ -712,7 +631,7 @@ class GMMCParams(AlgorithmParams):
         True,
         description="Two clusters without kernel learning: also score the spectral partition of "
         "the kNN graph by the soft-margin objective of the out-of-sample SVM (C) and keep "
-        "whichever labeling has the smaller (false: the labels of (10) alone, as in the seed).",
+        "whichever labeling has the smaller (false: the labels of (10) alone, as in the paper).",
     )
     random_state: RandomStateParam = None
 
@@ -723,8 +642,8 @@ class GMMCParams(AlgorithmParams):
         return self
 
 
-# The seed's setting (section 4): the width at 20 % of the distance range and the plain
-# Laplacian; the paper rows of tests/ and benchmarks/ run with it.
+# The paper's setting (section 4): the width at 20 % of the distance range and the plain
+# Laplacian; reproductions of the paper's tables run with it.
 PAPER_SETTING = {"gamma": "paper", "degree_regularization": 0.0, "spectral_candidate": False}
 
 
@@ -733,35 +652,40 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Solves the soft-margin dual (10) over ``n`` variables with a normalized graph Laplacian in
     place of ``K^{-1}`` (Remark II), or its kernel-learning extension (12); labels are the signs of
-    the KKT eigenvector (section 3.1). See the module docstring for the Laplacian normalization
-    (``I - D^{-1/2} K D^{-1/2}``, Chung's, not the seed's printed ``D^{1/2} K D^{1/2}``, which is
-    indefinite and makes (10) infeasible), the treatment of its null vector, and the
-    well-conditioned reformulation that is solved.
+    the KKT eigenvector (section 3.1). The Laplacian is Chung's ``I - D^{-1/2} K D^{-1/2}`` with
+    its null vector lifted (:func:`laplacian_precision`); the paper's printed
+    ``I - D^{1/2} K D^{1/2}`` is indefinite and makes (10) infeasible.
 
     Parameters
     ----------
     n_clusters : int, default=2
-        Two is the seed's problem (10). More clusters come from recursive bisection
-        (:meth:`_fit_bisection`), each split a solve of (10); not with ``kernel_learning``.
+        Number of clusters, >= 2. Two is the paper's problem (10). More clusters come from
+        recursive bisection (:meth:`_fit_bisection`), each split a solve of (10); not with
+        ``kernel_learning``.
     kernel : {"rbf"}, default="rbf"
+        RBF affinities, the paper's only kernel.
     gamma : float, "auto" or "paper", default="auto"
         ``exp(-gamma ||x - x'||^2)``. ``"auto"``: the shared local-scaling width of
-        :func:`algorithms.kernels.local_scaling_gamma`, which depends on ``X`` alone. ``"seed"``:
-        the seed writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_fraction *
-        (max - min)`` of the pairwise distances (section 4); on the comparison sets of
-        ``benchmarks/defaults.py`` that width is an almost linear kernel.
+        :func:`algorithms.kernels.local_scaling_gamma`, which depends on ``X`` alone. ``"paper"``:
+        the paper writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_fraction *
+        (max - min)`` of the pairwise distances (section 4); on data with a few far points that
+        width is an almost linear kernel.
     width_fraction : float, default=0.2
-        Shi & Malik's 10-20 % recommendation quoted in section 2 (``gamma="seed"``).
+        ``sigma`` as a fraction of the distance range for ``gamma="paper"``, in (0, 10]; Shi and
+        Malik's 10-20 % recommendation quoted in the paper's section 2.
     degree_regularization : float, default=1.0
-        ``tau / mean degree`` of :func:`laplacian_precision` (0: the seed's Laplacian).
+        ``tau / mean degree`` of :func:`laplacian_precision`, >= 0 (0: the paper's Laplacian).
     kernel_learning : bool, default=False
         Learn ``beta`` of (12) over ``n_widths`` Laplacians from ``sigma`` = 1/m, ..., m/m of the
         distance range (section 4 uses 10 widths, 10 % to 100 %).
     n_widths : int, default=10
+        Number ``m`` of kernel-learning widths, in [2, 50].
     C_e, C_delta : float, default=1e4, 1e5
-        The seed's constants of (5) and (10).
+        The paper's constants of (5) and (10): the weight of the balance term ``(z^T e)^2`` and
+        the bound on ``gamma``.
     solver : {"lowrank", "scs"}, default="lowrank"
-    rank : int or None
+        The Burer-Monteiro augmented Lagrangian, or the same scaled SDP for SCS (much slower).
+    rank : int or None, default=None
         Starting rank of the factor ``V`` (default ``min(sqrt(2n) + 1, 4)``), doubled while the
         certificate fails (up to three times).
     max_iter, kernel_max_iter : int
@@ -776,11 +700,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         the kNN graph are both scored by the soft-margin objective ``omega`` of that SVM
         (``beta = 1 / C``, :mod:`algorithms.selection.margin`) and the smaller is kept. (10)'s
         splits are
-        even, and its relaxed labels can order the points badly: on standardized breast cancer
-        (37:63) no threshold of them reaches the spectral partition's ARI. False is the seed's
-        method (``SEED_SETTING``).
-    random_state : int or None
-        Seed of the random number generator, for reproducible fits.
+        even, and its relaxed labels can order the points badly, so on unbalanced data no
+        threshold of them may find the smaller cluster. False is the paper's method
+        (``PAPER_SETTING``).
+    random_state : int or None, default=None
+        Seeds the random starting factor and the spectral partition.
     guide : clustering estimator or None, default=None
         For ``n_clusters > 2``, the estimator whose k-partition steers the bisection
         (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and given
@@ -803,8 +727,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``sum_i gamma_i``, the optimal value of (10)/(12). With ``n_clusters > 2``, the sum over
         the splits made; a split of whole guide clusters adds the value of ``z^T (S + C_e ee^T)
         z`` at its labels, not a relaxed bound, and its term ``C_e (e^T z)^2`` dominates when the
-        sides differ in size (three blobs of 67, 67 and 66 points: 3.6e7, where the relaxed
-        splits summed to 186).
+        sides differ in size, so such values are not comparable with relaxed ones.
     dual_variables_ : ndarray of shape (n_samples,)
         ``gamma`` of (10); with ``n_clusters > 2``, of the root split (for a split of whole
         guide clusters, the multipliers at which its labels are stationary,
@@ -829,6 +752,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     ----------
     H. Valizadegan, R. Jin. Generalized Maximum Margin Clustering and Unsupervised Kernel
     Learning. NIPS 2006. Problems (5), (7), (10), (12); Remark II; section 3.1 (labels).
+    The reading of the paper used here: ``docs/gmmc_design.md``.
 
     See Also
     --------
@@ -897,7 +821,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
         # Kernels, Laplacians and the solver are O(n^2) products of a few hundred rows: one thread
-        # (digits 3-8: 2.9 s against 83 s with two threads and the other core busy).
+        # (threads spin-waiting on a busy core cost more than they gain at this size).
         with small_problem_threads():
             return self._fit(X, progress)
 
@@ -1018,8 +942,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """``n_clusters > 2``: recursive bisection (:mod:`algorithms.selection.bisection`) with
         (10) on the Laplacian of each cluster's points.
 
-        The splits of (10) are even (breast cancer, 37:63, came out 1:1 at ``C_e`` = 1e4, 1 and
-        0.1 alike), so a cluster holding three equal groups would be cut through one of them.
+        The splits of (10) are even (whatever ``C_e``, the balance term dominates), so a cluster
+        holding three equal groups would be cut through one of them.
         A k-partition of the data (:func:`algorithms.selection.bisection.guide_partition`, by
         default CPM3C's
         multi-class max-margin clustering) guides the splits: its clusters stay whole, and the

@@ -1,6 +1,6 @@
 """Hidden Markov model pieces shared by the sequence algorithms, vectorized with numpy.
 
-Thesis section 2.3 (``../shared/seeds/xu_thesis_2007_sdp_mmc_m3n_robust_svm.txt``): an HMM over
+Xu's thesis (2007, University of Waterloo), section 2.3: an HMM over
 states ``0..k-1`` and symbols ``0..V-1`` scores a labeling ``y`` of a sequence ``x`` linearly,
 ``w . phi(x, y) = sum_t E[y_t, x_t] + sum_{t>=2} T[y_{t-1}, y_t]`` (2.42)-(2.45), with ``E`` the
 emission weights (``k x V``) and ``T`` the transition weights (``k x k``). A probabilistic HMM is
@@ -24,7 +24,7 @@ import numpy as np
 # ---------------------------------------------------------------------------------------------
 
 # Largest symbol: the vocabulary is max symbol + 1, and the emission weights and their work
-# arrays hold states x vocabulary entries (a symbol of 1e9 asked for 15 GB).
+# arrays hold states x vocabulary entries, so a huge symbol id would allocate gigabytes.
 MAX_SYMBOL = 999_999
 
 

@@ -1,9 +1,7 @@
 """iterSVR: maximum margin clustering by iterative support vector regression.
 
-Zhang, Tsang & Kwok, "Maximum Margin Clustering Made Practical", ICML 2007
-(``../shared/seeds/iterSVR_zhang_tsang_kwok_2007.txt``).
-
-Algorithm 2 of the seed, per binary split:
+Zhang, Tsang and Kwok 2007, "Maximum Margin Clustering Made Practical" (ICML), Algorithm 2,
+per binary split:
 
 1. initial labels from k-means (k = 2) with far-apart prototypes, several restarts;
 2. fix ``y``, fit SVR with the Laplacian loss (epsilon = 0), dual (6)/(7), by the compiled SMO of
@@ -13,28 +11,28 @@ Algorithm 2 of the seed, per binary split:
    ``-l <= e^T y <= l``, solved exactly by :func:`balanced_bias_search` in O(n log n);
 5. ``y_i = sign(f(x_i) + b)``; repeat 2-5 until the labels stop changing.
 
-Among restarts the labeling with the best MMC objective (2) is kept: as footnote 1 of the seed
+Among restarts the labeling with the best MMC objective (2) is kept: as the paper's footnote 1
 prescribes, the objective of a labeling is that of a hinge-loss SVM trained on it,
 ``1/2 ||w||^2 + C sum_i xi_i``. Two clusters from the spectral start (the default) compare their
-runs by the thesis's omega (3.1) instead (:mod:`algorithms.selection.margin`, ``beta = 1 / C``, the
-rule of
-GMMC and SDP MMC): that start loosens the balance (1) to its own imbalance, and (2), whose bias
-lets a small group pay little, then kept a 27:334 spectral group of digits 1 and 7 (ARI 0.02)
-over the even split of a k-means start (1.0). Splits inside the bisection keep (2): a split
-there may separate one cluster of k (1:(k-1)), which omega's missing bias penalises (chosen by
-omega, wine fell from 0.86 to 0.69 ARI and 600 digits of ten classes from 0.72 to 0.56).
+runs by the margin omega of Xu's thesis (2007, eq. (3.1)) instead
+(:mod:`algorithms.selection.margin`,
+``beta = 1 / C``, the rule of GMMC and SDP MMC): that start loosens the balance (1) to its own
+imbalance, and (2), whose bias lets a small group pay little, would then prefer splitting off a
+handful of points to an even split. Splits inside the bisection keep (2): a split there may
+separate one cluster of k (1:(k-1)), which omega, having no bias, penalises.
 
 ``n_clusters > 2`` uses recursive bisection (section 4.4, "in the same manner as Shi & Malik";
 :mod:`algorithms.selection.bisection`): the leaf whose best split has the lowest objective (2) per
 point is
 split next, with a guide when ``init="spectral"``: CPM3C's multi-class max-margin partition
-(:func:`algorithms.selection.bisection.max_margin_guide`).
+(:func:`algorithms.selection.bisection.guide_partition`).
 
 Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
 random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
 the sample's clusters (the out-of-sample classifier of section 3.2.1): O(m^2) for the clustering and
-O(n n_SV) for the labels, instead of O(n^2) memory (``benchmarks/itersvr.py`` records the
-Nystrom-features path it replaced).
+O(n n_SV) for the labels, instead of O(n^2) memory.
+
+The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 """
 
 from __future__ import annotations
@@ -115,7 +113,7 @@ def _laplacian_balance_loss(sorted_f: np.ndarray, prefix: np.ndarray, b: np.ndar
 def balanced_bias_search(f: np.ndarray, limit: float) -> tuple[np.ndarray, float, float]:
     """Solve problem (8): ``min_{y, b} sum_i |f_i + b - y_i|`` s.t. ``-l <= e^T y <= l``.
 
-    By footnote 2 of the seed the optimal ``y`` is ``sign(f + b)``, so the problem is the 1-D
+    By the paper's footnote 2 the optimal ``y`` is ``sign(f + b)``, so the problem is the 1-D
     minimisation of the piecewise-linear ``g(b)`` over the interval of ``b`` whose sign pattern
     meets the balance constraint. A piecewise-linear function attains its minimum at a kink or an
     end of the interval; all kinks are evaluated at once with sorting and cumulative sums, which is
@@ -144,11 +142,9 @@ def balanced_bias_search(f: np.ndarray, limit: float) -> tuple[np.ndarray, float
 # ---------------------------------------------------------------------------------------------
 
 
-# KKT tolerance of the SVR (6), in libsvm's units, chosen by how often the final labels differ
-# from those of a 1e-5 solve (no ground truth; seed setting): 45 digit pairs, 1 differs at 1e-2
-# (by 0.27 % of points), none at 1e-3; 28 held-out sets of benchmarks/defaults.py, 5 differ at 1e-2
-# and 1 at 1e-3. 1e-3 costs 1.7x the SMO iterations; from 1e-2 to 0.3 the differences grow to
-# 11 of 45 and 20 of 28.
+# KKT tolerance of the SVR (6), in libsvm's units: the labels iterSVR ends with depend on it, so it
+# is chosen as the loosest tolerance whose final labels almost never differ from those of a much
+# tighter (1e-5) solve; looser tolerances save SMO iterations but change labels more often.
 SVR_TOL = 1e-2
 # libsvm tolerance of the hinge-loss SVMs: they score a labeling by (2) and the kept one serves
 # as the out-of-sample classifier, so it is solved as tightly as KernelExpansionClassifier.fit.
@@ -207,7 +203,7 @@ def far_apart_prototypes(X: np.ndarray) -> np.ndarray:
 def kmeans_initial_labelings(
     X: np.ndarray, n_init: int, rng: np.random.RandomState
 ) -> list[np.ndarray]:
-    """Distinct 2-means labelings in {-1, +1}: far-apart prototypes first, then k-means++ seeds."""
+    """Distinct 2-means labelings in {-1, +1}: far-apart prototypes first, then k-means++ starts."""
     labelings, seen = [], set()
     runs = kmeans_runs(X, 2, n_init=n_init, first_centres=far_apart_prototypes(X),
                        random_state=rng.randint(2**31 - 1))
@@ -235,11 +231,10 @@ def iterate_svr(
     """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations.
 
     Each SVR solve starts from the previous step's dual solution: late in a run a step moves a
-    few labels, and the SMO then needs a fraction of a cold solve's iterations (25 % fewer
-    seconds on the 45 digit pairs, the same labels on every pair). A restart that reaches a
-    labeling an earlier run already passed through ends where that run ended: ``visited`` maps
-    each labeling seen to its run's final labels and lets later restarts stop there instead of
-    refitting.
+    few labels, and the SMO then needs a fraction of a cold solve's iterations. A restart that
+    reaches a labeling an earlier run already passed through ends where that run ended:
+    ``visited`` maps each labeling seen to its run's final labels and lets later restarts stop
+    there instead of refitting.
     """
     visited = {} if visited is None else visited
     trajectory: list[bytes] = []
@@ -271,13 +266,13 @@ def initial_labelings(
 ) -> tuple[list[np.ndarray], float]:
     """Starting labelings in {-1, +1}, and the balance limit ``l`` of every run from them.
 
-    ``init="k-means"`` (the seed): the k-means starts under the caller's ``l``.
+    ``init="k-means"`` (the paper's): the k-means starts under the caller's ``l``.
     ``init="spectral"``: the spectral split (:func:`guided_split`) first, then the k-means
     starts, all under ``l = max(l, |e^T y_spectral|)``. The balance (1) exists to rule out the
     trivial all-one-class labeling; a partition found without labels is evidence of the class
-    proportions, and forcing it to ``|e^T y| <= 0.03 n`` would cut its smaller cluster (breast
-    cancer is 37:63). One limit for every run keeps their objectives (2) comparable: a looser
-    limit alone lowers the objective.
+    proportions, and forcing it to ``|e^T y| <= 0.03 n`` would cut its smaller cluster. One
+    limit for every run keeps their objectives (2) comparable: a looser limit alone lowers the
+    objective.
     """
     kmeans = kmeans_initial_labelings(X, n_init, rng)
     if init == "k-means":
@@ -360,13 +355,13 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
     return scores
 
 
-# The seed's setting (section 4): the bounding-box width and k-means starts; the paper rows of
-# tests/ and benchmarks/ run with it.
+# The paper's setting (section 4): the bounding-box width and k-means starts; reproductions of the
+# paper's tables run with it.
 PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
 
 
 class IterSVRParams(AlgorithmParams):
-    """Parameters of :class:`IterSVR` (defaults from section 4 of Zhang, Tsang and Kwok 2007)."""
+    """Parameters of :class:`IterSVR` (the paper's defaults are in its section 4)."""
 
     library_only = ("guide",)
 
@@ -384,10 +379,10 @@ class IterSVRParams(AlgorithmParams):
             "k-means starts; each run keeps its start's imbalance) or 'k-means' (the paper's)."
         ),
     )
-    C: float = Field(500.0, gt=0, le=1e7, description="SVR/SVM regularisation (seed: 500).")
+    C: float = Field(500.0, gt=0, le=1e7, description="SVR/SVM regularisation (paper: 500).")
     class_balance: float = Field(
         0.03, ge=0, le=1,
-        description="l / n in -l <= e^T y <= l (the paper: 0.03 balanced, 0.3 unbalanced data).",
+        description="l / n in -l <= e^T y <= l (paper: 0.03 balanced, 0.3 unbalanced data).",
     )
     n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
     max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
@@ -412,11 +407,12 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, default=2
-        Number of clusters; more than 2 uses recursive bisection (seed section 4.4).
+        Number of clusters, >= 2; more than 2 uses recursive bisection (section 4.4).
     kernel : {"rbf", "linear"}, default="rbf"
+        Kernel of the SVR and of the SVMs.
     gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width, ``exp(-gamma ||x - x'||^2)``. ``"auto"`` is the shared local width of
-        :func:`algorithms.kernels.local_scaling_gamma`. The seed writes
+        :func:`algorithms.kernels.local_scaling_gamma`. The paper writes
         ``exp(-||x - x'||^2 / sigma^2)``, so ``gamma = 1 / sigma^2``; ``"paper"`` is its heuristic
         ``sigma = width_factor * D`` with ``D = sqrt(sum_k (max_k - min_k)^2)`` (footnote 5).
     width_factor : float, default=3.0
@@ -425,23 +421,23 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Starting labels of every split: the spectral split of the kNN graph
         (:func:`algorithms.selection.candidates.spectral_partition`) beside the ``n_init`` k-means
         starts, all
-        under the balance of the spectral start; or the seed's k-means starts alone.
+        under the balance of the spectral start; or the paper's k-means starts alone.
     C : float, default=500
-        Regularisation of the SVR (6) and of the SVMs; 500 in the seed.
+        Regularisation of the SVR (6) and of the SVMs, > 0; 500 in the paper.
     class_balance : float, default=0.03
         ``l / n`` in the balance constraint (1) ``-l <= e^T y <= l``; 0.3 for unbalanced data.
     n_init : int, default=10
         k-means restarts; the labeling with the best objective (2) is kept.
     max_iter : int, default=50
-        Maximum SVR iterations per binary split (the seed reports about 10).
+        Maximum SVR iterations per binary split (the paper reports about 10).
     solver : {"auto", "exact", "sample"}, default="auto"
         "exact" clusters every point with the full kernel matrix; "sample" clusters a uniform
         random sample of ``exact_max_n`` points and labels every point by the tree of SVMs trained
         on the sample (section 3.2.1); "auto" is exact up to ``exact_max_n`` points.
     exact_max_n : int, default=1500
         Largest n clustered exactly, and the sample size above it.
-    random_state : int or None
-        Seed of the random number generator (starts, samples, the guide), for reproducible fits.
+    random_state : int or None, default=None
+        Seed of the k-means starts and of the sample; an int makes fits reproducible.
     guide : clustering estimator or None, default=None
         With ``init="spectral"`` and ``n_clusters > 2``, the estimator whose k-partition steers
         the bisection (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and
@@ -523,7 +519,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _split_balance(self) -> float:
         """Balance fraction ``l / n`` used by each binary split.
 
-        Two clusters: ``class_balance`` as in the seed. For ``k > 2`` a split may have to separate
+        Two clusters: ``class_balance`` as in the paper. For ``k > 2`` a split may have to separate
         one cluster from the others (1/3 against 2/3 for three equal clusters), which a near-even
         balance forbids: with k-means starts each split allows an extra ``1 / k`` of imbalance;
         with spectral starts each run keeps the imbalance of its start

@@ -1,6 +1,6 @@
 """Kernels, width heuristics and kernel-derived matrices shared by every algorithm.
 
-Conventions follow scikit-learn: the RBF kernel is ``exp(-gamma * ||x - x'||^2)``. The seeds write
+Conventions follow scikit-learn: the RBF kernel is ``exp(-gamma * ||x - x'||^2)``. The papers write
 widths differently; the conversions are:
 
 * iterSVR / SDP MMC: ``exp(-||x - x'||^2 / sigma^2)``  ->  ``gamma = 1 / sigma^2``
@@ -47,7 +47,7 @@ def distinct_rows(X: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
 
 def _distinct_sparse_rows(X: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
     """:func:`distinct_rows` of a sparse matrix: each row's stored entries, in canonical form (no
-    explicit zeros, sorted columns), are its key (one pass over the rows: 0.3 s at 200,000)."""
+    explicit zeros, sorted columns), are its key (one pass over the rows)."""
     X = sp.csr_matrix(X, copy=True)
     X.sum_duplicates()
     X.eliminate_zeros()
@@ -72,7 +72,7 @@ def copies_of_rows(X: np.ndarray) -> np.ndarray | None:
 
 
 def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
-    """The iterSVR seed's crude estimate of the largest pairwise distance (footnote 5).
+    """Crude estimate of the largest pairwise distance (Zhang, Tsang and Kwok 2007, footnote 5).
 
     ``D = sqrt(sum_k (max_k - min_k)^2)``, the diagonal of the data's bounding box.
     """
@@ -84,7 +84,7 @@ def data_diameter(X: np.ndarray | sp.spmatrix) -> float:
 def largest_pairwise_distance(
     X: np.ndarray | sp.spmatrix, random_state=None, max_points: int = 2000
 ) -> float:
-    """The largest distance between two data points (the CPM3C seed's ``sigma_0``, section 4.2).
+    """The largest distance between two points (``sigma_0`` of Zhao, Wang and Zhang 2008, 4.2).
 
     Exact for ``n <= max_points``; otherwise the largest distance within ``max_points`` points
     drawn at random (O(max_points^2 d) instead of O(n^2 d)).
@@ -115,14 +115,13 @@ def local_scaling_gamma(
     X alone, is invariant to translation and scales with X, and measures the distance at which a
     point has a handful of neighbours: two points of one cluster are linked through a chain of
     such neighbours, while a gap of a few ``sigma`` between clusters drives the kernel to zero.
-    The bounding-box widths of the seeds (``gamma="seed"``) are 10-30 times wider on the
-    comparison sets of ``benchmarks/defaults.py``, an almost linear kernel there. Above
-    ``max_points`` points the width is that of ``max_points`` points drawn at random, neighbours
-    searched among them: the width at which a point has a handful of neighbours among 2,000, not
-    among all n, which would shrink it as ``n^(-1/d)`` below what a model of a few hundred basis
-    functions spans (CPM3C's 300 Nystrom coordinates on 50,000 noisy moons: ARI 0.24 at the
-    width of all points, 1.00 at the sample's; iterSVR and SVC fit samples of 1,500 and 2,000
-    points above those sizes, so every method sees this width).
+    The papers' bounding-box widths (``gamma="paper"``) are many times wider, an almost linear
+    kernel on clustered data. Above ``max_points`` points the width is that of ``max_points``
+    points drawn at random, neighbours searched among them: the width at which a point has a
+    handful of neighbours among ``max_points``, not among all n, which would shrink it as
+    ``n^(-1/d)`` below what a model of a few hundred basis functions (CPM3C's Nystrom
+    coordinates) spans; iterSVR and SVC fit samples of similar size above their exact limits,
+    so every method sees this width.
     """
     n = X.shape[0]
     rank = min(n_neighbors, n - 1)
@@ -314,7 +313,7 @@ class NystromMap:
     ``NYSTROM_RANK_TOL`` times the largest: the landmarks kept are the pivots, and
     ``projection = L_r^{-T}``, so ``phi(pivots) = L_r`` and ``phi phi^T = W`` up to that
     tolerance. Any factor of ``W`` gives the same features up to a rotation, which the methods
-    using them (linear max-margin models, k-means, PCA) do not see; Cholesky is ~10x faster
+    using them (linear max-margin models, k-means, PCA) do not see; Cholesky is much cheaper
     than the eigendecomposition at a few hundred landmarks, and it drops the same no-energy
     directions.
     """

@@ -7,20 +7,16 @@ every margin objective solves per evaluation.
 :func:`algorithms.lowrank_sdp.solve_robust_lowrank` minimises, per augmented-Lagrangian
 iteration, ``L(W) = f(T U U^T T^T) + penalty(U U^T)`` with ``U`` the rows of ``W`` scaled to
 unit length, ``T`` the half-sphere map and ``f`` the smoothed margin objective with its eta
-column (:class:`algorithms.lowrank_sdp.MarginObjective`). At n = 100 one evaluation is a few
-``n^2 r`` products and a warm-started box QP of tens of microseconds, and in Python the dozens
-of numpy and scipy calls around them (the sparse map, the constraint blocks, L-BFGS-B's
-wrapper) cost more than the work: about 100 us per evaluation, 1,750-2,300 evaluations per
-solve. Here the evaluation (:func:`robust_lagrangian`) and the quasi-Newton loop
-(:func:`lbfgs`) run compiled, with :func:`active_set` called in place: at n = 100 an evaluation
-at a converged point takes 26 us (REH) and 43 us (ROD), of which the free block's Cholesky
-factor (46 and 69 free variables) is 7 and 16 us; measured back to back, a solve went from
-0.33 to 0.08 s (REH) and from 0.67 to 0.16 s (ROD). When ``G / beta = F F^T`` has few columns
-(a linear kernel on few features, as the section 6.5 data's two) the smoothed dual is solved on
-that factor instead (:func:`smoothed_dual_newton`): 17 us per evaluation at the same point, and
-ROD at n = 400 in 0.8 s instead of 5.3 s.
+column (:class:`algorithms.lowrank_sdp.MarginObjective`). At small ``n`` one evaluation is a
+few ``n^2 r`` products and a warm-started box QP, and in Python the dozens of numpy and scipy
+calls around them (the sparse map, the constraint blocks, L-BFGS-B's wrapper) cost more than
+the work, over thousands of evaluations per solve. Here the evaluation
+(:func:`robust_lagrangian`) and the quasi-Newton loop (:func:`lbfgs`) run compiled, with
+:func:`active_set` called in place. When ``G / beta = F F^T`` has few columns (a linear kernel
+on few features, as the thesis's section 6.5 data) the smoothed dual is solved on that factor
+instead (:func:`smoothed_dual_newton`), whose cost grows with the factor's width, not ``n^2``.
 
-Imported on first use (numba's import costs 0.4 s); compiled functions are cached on disk. They
+Imported on first use (numba's import is slow); compiled functions are cached on disk. They
 live in one file because numba's disk cache is keyed on the file of each function: a caller
 cached in another file would keep running an edited callee's old code.
 """
@@ -41,8 +37,8 @@ ARMIJO = 1e-3
 CURVATURE = 0.9
 LINE_SEARCH_STEPS = 30
 
-# The factored smoothed dual: Newton steps at most (it ends in finitely many; 1-10 measured at
-# n = 100), and the relative duality gap that also stops it, at rounding level: its value error
+# The factored smoothed dual: Newton steps at most (it ends in finitely many, usually few), and
+# the relative duality gap that also stops it, at rounding level: its value error
 # is the objective's, and the outer L-BFGS's line search compares values 1e-12 apart.
 NEWTON_STEPS = 50
 NEWTON_GAP = 1e-15

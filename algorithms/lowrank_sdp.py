@@ -42,6 +42,8 @@ Two extensions serve the programs below:
   (:func:`low_rank_factor`, :func:`algorithms.lowrank_compiled.smoothed_dual_newton`).
 * A nonnegative factor (unsupervised multi-class (4.8)): ``V >= 0`` makes ``Z >= 0`` entrywise,
   and the certificate adds multipliers ``Psi >= 0`` of ``Z >= 0`` fitted to stationarity.
+
+The timings behind the solver's choices are recorded in ``docs/robust_sdp_speed.md``.
 """
 
 from __future__ import annotations
@@ -233,13 +235,9 @@ def solve_box_qp(H: np.ndarray, p: np.ndarray, x0: np.ndarray | None = None, *,
     method of :func:`_active_set`; it stops when the SVM duality gap
     ``x^T H x + sum_i (p - H x)_i^+ - p^T x`` is below ``tol`` relative to the value.
 
-    Projected Newton came first for warm starts with over 100 free variables while the active
-    set ran in numpy (each step a fresh factorisation and a dozen dispatches). Compiled, with its
-    factor updated instead of recomputed, the active set alone measured faster on every problem
-    tried (same runs): the issue's SDP MMC rows of ``benchmarks/sdp_solver.py`` 5.2 s against
-    11.5 s (banana 0.85 against 1.85 s), four blobs at n = 400 6.7 against 16 s, REH and ROD at
-    n = 400 3.2 and 8.0 s against 6.1 and 17 s, ROD at n = 200 1.4 s against 1.8 s. Each step
-    frees or fixes one variable, so the step budget grows with ``n``.
+    Compiled, with its Cholesky factor updated instead of recomputed, the active set is cheap
+    per step even from warm starts with many free variables, so no projected-Newton phase is
+    needed. Each step frees or fixes one variable, so the step budget grows with ``n``.
     """
     x = np.zeros(p.size) if x0 is None else np.clip(x0, 0.0, 1.0)
     return _active_set(H, p, x, tol=tol, max_iter=1000 + 20 * p.size)[0]
@@ -256,8 +254,8 @@ def _active_set(H: np.ndarray, p: np.ndarray, x: np.ndarray, *, tol: float,
     search along its own coordinate ascends instead. Returns ``(x, converged)``.
 
     Compiled (:func:`compiled_active_set`): a step changes one variable, so a solve takes
-    tens to hundreds of steps of small work each, which numpy calls spent on dispatch (the
-    robust SDPs at n = 200: 2.4 of 3.2 s in this loop, 10 steps per call). The free block's
+    tens to hundreds of steps of small work each, which numpy calls would spend on dispatch.
+    The free block's
     Cholesky factor is updated, not recomputed (see
     :func:`algorithms.lowrank_compiled.active_set`).
     """
@@ -448,25 +446,22 @@ def solve_lowrank_sdp(
 
 
 # Stagnation: the primal objective has settled (to STALL_TOL x tol, relative, over STALL_WINDOW
-# feasible iterations) while the certificate's gap stays open. On 400 points of four blobs
-# (benchmarks/defaults.py --heldout) the objective was fixed to six digits from the 25th outer
-# iteration and the gap wandered between 4e-3 and 1e-1 for 275 more (199 s): lambda_min of the
-# dual slack near -2e-6 (relative), times the trace bound n, is noise in the multipliers, not a
-# missing direction (adding columns did not close it). The result is reported "inaccurate".
+# feasible iterations) while the certificate's gap stays open. A tiny negative lambda_min of the
+# dual slack, times the trace bound n, can keep the gap open indefinitely: it is noise in the
+# multipliers, not a missing direction (adding columns does not close it). The result is then
+# reported "inaccurate" instead of iterating on.
 STALL_WINDOW = 10
 STALL_TOL = 1e-2
 # L-BFGS iterations per outer iteration after two feasible iterations whose gap did not close
 # (the multipliers are being refined): with the inner SVM duals solved exactly, L-BFGS keeps
-# making slow progress to its 400-iteration cap, and the stalled four-blob problem above took
-# 5,100 evaluations (185 s) before the stall rule stopped it; with this cap 1,280 (43 s).
-# Capping from the first such iteration cut it to 26 s but slowed two Gaussians at n = 2,000
-# from 39 s to 99 s (their second outer iteration needs the full budget).
+# making slow progress to its full cap, which makes a stalled problem expensive before the stall
+# rule stops it. The cap starts only after REFINE_AFTER such iterations because a second outer
+# iteration may still need the full budget.
 REFINE_MAX_ITER = 40
 REFINE_AFTER = 2
 # Thorough certificates (refitted multipliers, Psi) once the objective has settled: the first
 # THOROUGH_FIRST such iterations, then every THOROUGH_EVERY-th. Each costs least-squares solves of
-# N r rows: on 600 digits with k = 10 ((4.8), rank 18) 1.6 s, 85 % of the solve when every
-# feasible iteration had one.
+# N r rows, which would dominate the solve if every feasible iteration had one.
 THOROUGH_FIRST = 2
 THOROUGH_EVERY = 4
 
@@ -654,8 +649,8 @@ def _nonnegativity_multipliers(S: np.ndarray, V: np.ndarray) -> np.ndarray:
     ``||(S - Psi) V||_F``: the multipliers of ``Z >= 0`` that make ``S - Psi`` stationary at
     ``V``, as the KKT conditions of the nonnegative factorisation ask; by projected gradient
     steps of length ``1 / ||V||_2^2`` from ``max(S, 0)`` on that support. ``max(S, 0)`` alone
-    leaves ``lambda_min(S - Psi)`` at -3e-3 on digits {0,6,8,9} (n = 80) where the point is
-    Clarabel's optimum to 6e-8; fitted, -1e-11."""
+    can leave ``lambda_min(S - Psi)`` clearly negative at a point that is optimal, which would
+    deny the certificate; the fitted multipliers close it to rounding level."""
     gram = V @ V.T
     support = gram <= NONNEGATIVE_SUPPORT * float(np.abs(gram).max())
     np.fill_diagonal(support, False)
@@ -800,9 +795,9 @@ def factored_is_cheaper(n: int, r: int, q: int) -> bool:
     """Whether the factored inner dual (a few Newton steps of ``n (r q)^2``) beats the dense one
     (``n^2 r`` for ``H``, about ``(0.6 n)^3 / 3`` for the free block's Cholesky factor).
 
-    Measured (two Gaussians in ``q`` dimensions, 10 % flipped labels, linear kernel; seconds
-    dense / factored, ROD): n = 100, q = 2 / 4 / 8 / 16: 0.09 / 0.05, 0.13 / 0.09, 0.12 / 0.13,
-    0.10 / 0.22; n = 400, q = 2 / 4 / 8 / 16: 5.9 / 0.67, 5.4 / 0.86, 6.0 / 1.5, 5.2 / 2.9."""
+    The rule was set against timings of both paths (``benchmarks/sdp_solver.py``): the factored
+    path wins widely for few features at larger ``n``, the dense one once ``q`` grows at small
+    ``n``."""
     return q > 0 and (r * q) ** 2 <= 2 * n * r + n * n / 7
 
 
@@ -894,7 +889,7 @@ class MarginObjective:
             return anchor, anchor
         # Warm-started from the previous certificate's maximiser: its free set is small (at most
         # about the rank of K o M), the smoothed one's is most of the points, and a singular
-        # free block is solved by least squares (n = 1,000: 0.23 s per call from lam).
+        # free block is solved by least squares (an expensive solve when started from lam).
         start = self._exact_lam if self._exact_lam is not None else lam
         self._exact_lam = solve_box_qp(self._hessian(V), self._split(V)[1], start.copy())
         return self._value_at(V, self._exact_lam)[0], anchor
@@ -976,8 +971,8 @@ def solve_two_class_lowrank(
     """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
 
     ``max_iter`` is generous: with the inner SVM duals solved to their tolerance the outer loop
-    closes in one or two iterations up to n = 3,000; when the inner solve stopped short of it,
-    L-BFGS's line searches stopped early and n = 1,200 needed more than 80 restarts.
+    usually closes in one or two iterations, but inexact inner solves make L-BFGS's line
+    searches stop early and need many restarts.
 
     ``min_M omega(M)`` over ``diag(M) = e``, ``-limit <= M e <= limit``, ``M >= 0``; with
     ``y_partial`` (``+-1`` known, 0 unknown) S1 ``M_ij = y_i y_j`` on the labeled block (by
@@ -987,8 +982,7 @@ def solve_two_class_lowrank(
     With ``groups`` (one id per point; not with ``y_partial``) ``M`` is held constant on each
     pair of groups, ``M_ij = 1`` within one: the relaxation of the labelings that keep every
     group whole, as recursive bisection asks of its guide's clusters. The factor then has one
-    row per group (``Z = T W T^T`` as for S1): the five splits of six 1:5 blobs (1,040 points)
-    took 14.4 s over the points and 2.1 s over the groups.
+    row per group (``Z = T W T^T`` as for S1), a far smaller problem than one row per point.
 
     With ``weights`` (not with ``y_partial``) row ``i`` of ``K`` stands for ``weights[i]``
     identical points, labelled alike: the balance reads ``-limit <= M w <= limit`` and the
@@ -1163,27 +1157,15 @@ def map_constraints(constraints: Constraints, T: sp.csr_matrix) -> Constraints:
 
 # The robust SDPs' smoothing at the start, times the median diagonal of the inner Hessian
 # G / beta (MarginObjective.sharpen lowers it as the gap requires), and REH's starting eta (ROD
-# starts at rho). A smoother start costs a sharpening later but fewer evaluations before it.
-# Measured with the compiled inner problem, evaluations at 1e-3 -> 4e-3: section 6.5 data
-# (linear kernel) n = 30 / 50 / 100 / 200 / 400, ROD 2,093 / 2,452 / 2,520 / 3,844 / 3,611 ->
-# 1,447 / 1,683 / 1,982 / 2,704 / 3,020, REH 445 / 986 / 1,374 / 2,229 / 2,235 -> 614 / 1,323 /
-# 1,704 / 1,720 / 2,213 (seconds summed over the sizes: ROD 10.9 -> 8.2, REH 4.5 -> 4.1);
-# checked on two other kinds, moons with 10 % flipped labels (RBF, n = 100 / 200) and
-# standardized breast cancer (linear, n = 100 / 200): ROD 737 / 1,284 / 1,607 / 2,294 -> 535 /
-# 851 / 1,373 / 1,945, REH unchanged (34-65). At 1.6e-2 REH's n = 200 certificate stays open.
-# (Before the compiled inner problem and the sharpening once the objective settles, 1e-4 made
-# the first solves crawl and 1e-2 stalled at a bias of 1.5e-2.)
+# starts at rho). A smoother start costs a sharpening later but fewer evaluations before it;
+# too smooth a start leaves the smoothing's bias above the gap the certificate must close, too
+# sharp a one makes the first solves crawl.
 SMOOTHING_START = 4e-3
 START_ETA = 0.8
 # L-BFGS iterations per outer iteration for the robust SDPs, refining included (no
 # REFINE_MAX_ITER cap): their gaps stay open on multiplier noise when the inner problems stop
-# early. Section 6.5 data, capped at 40 / uncapped (relative gaps, tol 1e-3): REH n = 400
-# 9.1e-4 / 5.8e-4, n = 1,000 1.2e-2 / 5.2e-4 (4.2 / 2.7 s); ROD n = 400 1.5e-3 / 9.5e-4 (1.0 /
-# 0.8 s), n = 1,000 1.3 / 2.6e-3 (3.9 / 9.8 s). Moons with flipped labels (RBF) and breast
-# cancer (linear, 30 features) at n = 100-400 never refine: the same evaluations either way.
-# (Measured before the certificate's warm start, MarginObjective.certificate_values, which took
-# ROD n = 1,000 to 5.0 s and certified. Twice this budget from the start slowed breast cancer's
-# ROD at n = 400 from 4.0 to 7.3 s.)
+# early, so the REFINE_MAX_ITER cap would leave them uncertified; problems that never refine
+# are unaffected. A larger budget slows problems whose inner solves do not converge anyway.
 ROBUST_INNER_MAX_ITER = 400
 
 

@@ -1,10 +1,10 @@
 """Unsupervised max-margin Markov networks: discriminative clustering of sequence positions.
 
-Xu, "Semidefinite Programming for Large Margin Learning", PhD thesis, 2007, chapter 5
-(``../shared/seeds/xu_thesis_2007_sdp_mmc_m3n_robust_svm.txt``), built on the supervised M3N of
-section 2.3.2. An HMM scores a labeling linearly, ``w . phi(x, y)`` (2.44)-(2.45), with emission
-weights ``E`` (``k x V``) and transition weights ``T`` (``k x k``). For given labels the M3N margin
-loss is the structured SVM (2.47)/(5.1)
+Xu 2007, "Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
+Support Vector Machines" (PhD thesis, University of Waterloo), chapter 5, built on the supervised
+M3N of section 2.3.2. An HMM scores a labeling linearly, ``w . phi(x, y)`` (2.44)-(2.45), with
+emission weights ``E`` (``k x V``) and transition weights ``T`` (``k x k``). For given labels the
+M3N margin loss is the structured SVM (2.47)/(5.1)
 
     omega(y) = min_w  beta/2 ||w||^2 + sum_i max_u [Delta(u, y_i) + w.phi(x_i, u)] - w.phi(x_i, y_i)
 
@@ -599,10 +599,11 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     References
     ----------
-    L. Xu. Semidefinite Programming for Large Margin Learning. PhD thesis, University of
-    Alberta, 2007. Supervised M3N (2.44)-(2.49); unsupervised M3N (5.1)-(5.6), class balance
-    (5.25), relaxations (5.26)-(5.27), constraint generation (5.28); alternating method,
-    Propositions 1-2 (section 5.4); experiments Tables 5.1-5.2.
+    L. Xu. Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
+    Support Vector Machines. PhD thesis, University of Waterloo, 2007. Supervised M3N (2.44)-(2.49);
+    unsupervised M3N (5.1)-(5.6), class balance (5.25), relaxations (5.26)-(5.27), constraint
+    generation (5.28); alternating method, Propositions 1-2 (section 5.4); experiments Tables
+    5.1-5.2.
 
     See Also
     --------

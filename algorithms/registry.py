@@ -107,14 +107,14 @@ class AlgorithmSpec:
 
 @functools.cache
 def _params_schema(params_model: type[AlgorithmParams]) -> dict[str, Any]:
-    # Building a JSON schema takes ~2 ms per model; GET /v1/algorithms asks for all of them.
+    # Building a JSON schema is not free, and GET /v1/algorithms asks for all of them.
     return params_model.model_json_schema()
 
 
-# SVC's schedule solves about 50 spheres of O(N^2) each, and the seed's complete labeling tests
-# O(N^2) segments: the points one exact fit may hold (5,000 took 36 s on overlapping 2-D blobs
-# and 74 s in 64-D, 10,000 2-D blobs 162 s, against the 900 s timeout), and all the points a
-# sampled fit labels (50,000 in 4-18 s: benchmarks/svc.py --defaults-at-scale).
+# SVC's schedule solves tens of spheres of O(N^2) each, and the paper's complete labeling tests
+# O(N^2) segments: the points one exact fit may hold within the job timeout, with room for
+# high-dimensional data, and all the points a sampled fit labels (timed by
+# benchmarks/svc.py --defaults-at-scale).
 SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
 SVC_SAMPLED_MAX_N = 50_000
 
@@ -156,7 +156,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         timeout_seconds=900,
         accepts_sparse=True,
         # kernel="rbf" holds n x n_landmarks dense coordinates (and their SVD with
-        # kpca_components): at most 6e7 entries, about 0.5 GB each.
+        # kpca_components): at most 6e7 float64 entries each, to bound a job's memory.
         max_n_rule=lambda params: (
             200_000 if params.kernel == "linear"
             else min(200_000, 60_000_000 // params.n_landmarks)
@@ -201,7 +201,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         queue="slow",
         max_n=4_000,
         timeout_seconds=1800,
-        # Dense n x n matrices (4,000 points: 42 s, benchmarks/gmmc.py); kernel learning keeps
+        # Dense n x n matrices (timed by benchmarks/gmmc.py); kernel learning keeps
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
         max_n_rule=lambda params: 1_500 if params.kernel_learning else 4_000,
         limits_rule="max_n = 1,500 with kernel_learning, else 4,000",
@@ -226,7 +226,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=sdp_mmc_max_n(2),
         timeout_seconds=1800,
         retry_safe=True,
-        # Limits measured in benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank).
+        # Limits from benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank).
         max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver,
                                                 params.multiclass),
         limits_rule=(f"max_n = {sdp_mmc_max_n(2)} on the low-rank solver (two clusters, or more "
@@ -253,7 +253,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         max_n=200_000,
         timeout_seconds=1800,
         # max_n counts positions over all sequences. The exact SDP has positions x positions
-        # matrices and 3 p2^2 pair constraints (5.27): about 3 s of CPU at 80 positions.
+        # matrices and 3 p2^2 pair constraints (5.27), so its cost grows steeply with positions.
         queue_rule=lambda params: "slow" if params.method == "exact" else "fast",
         max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
         limits_rule="method='exact': queue slow, max_n 200 positions; otherwise queue fast, "

@@ -1,8 +1,7 @@
 """Robust SVM by outlier ablation: the eta-hinge SDP (REH), outlier detection (ROD) and ramp.
 
-Xu, "Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust Support
-Vector Machines", PhD thesis, 2007, chapter 6 (``../shared/seeds/xu_thesis_2007_sdp_mmc_m3n_
-robust_svm.txt``).
+Xu 2007, "Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
+Support Vector Machines" (PhD thesis, University of Waterloo), chapter 6.
 
 Every training point gets an indicator ``0 <= eta_i <= 1`` (``eta_i = 0``: outlier). With
 ``G = K o yy^T`` and ``beta = 1 / C``:
@@ -39,14 +38,11 @@ breakpoint. ``b`` is unregularised, as in the soft-margin SVM. For ROD this can 
 primal (6.11) from ``b = 0``; for REH it lowers (6.6) at the SDP's ``eta``, an upper bound on
 (6.7). (The robust hinge (6.7) itself can also be minimised over ``b`` exactly, by
 :func:`best_offset` without weights; it is flat over long stretches, which is why the weighted
-loss is used; not measured over the 10 draws.) Measured, R = 55, 10 draws, C = 0.1: REH 3.19 %,
-ROD 3.10 % (worst draws 7.5 % / 5.5 %), the same on the data moved by (8, -8), where the
-offset-free SDP gets 54 % / 41 % on the first draw.
+loss is used.) Unlike the offset-free SDP, the result does not depend on where the origin lies.
+A constant feature (kernel ``K + c``) would instead regularise ``b`` on the scale of ``K`` and
+let the relaxation trade it against ``M``. The ramp method uses libsvm's offset.
 
-The previous rule, a constant feature (kernel ``K + median(diag K)``), regularised ``b`` on the
-scale of ``K`` and let the relaxation trade it against ``M``: on the section 6.5 data (R = 55, 10
-draws, C = 0.1) it gave REH 4.95 % and ROD 9.65 % test error (worst draws 44 % / 43 %) against
-2.26 % / 2.28 % offset-free. The ramp method uses libsvm's offset.
+The solver measurements behind these choices are in ``docs/robust_sdp_speed.md``.
 """
 
 from __future__ import annotations
@@ -78,14 +74,12 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 
 Method = Literal["reh", "rod", "ramp"]
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
-# at LOWRANK_TOL. Section 6.5 data, same run (benchmarks/sdp_solver.py): n = 100 REH 0.03 s and
-# ROD 0.07 s, SCS at eps 1e-4 1.5 and 2.7 s; n = 200 REH 0.11 s and ROD 0.28 s, both certified,
-# where SCS took 11.9 and 13.1 s and ended 2.5e-3 and 1.2e-2 off the optimum (uncertified).
-# (The linear kernel on two features makes G / beta rank 2: the inner dual runs on its factor.)
-# 1e-3 is the gap the solver closes reliably: at 1e-4 the last digits cost 2-3x the time (the
-# stationarity its lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy
-# formulations stay as the reference: SCS (first-order, splitting, eps 1e-4) and the
-# interior-point Clarabel (8-50 s at n = 50, its KKT system has O(n^2) unknowns).
+# at LOWRANK_TOL: faster than SCS and, unlike it, certified. (A low-rank kernel, e.g. linear on
+# few features, makes G / beta low rank: the inner dual runs on its factor.) 1e-3 is the gap the
+# solver closes reliably: tighter gaps cost several times the time (the stationarity its
+# lambda_min test needs is beyond L-BFGS on the smoothed objective). The cvxpy formulations
+# stay as the reference: SCS (first-order, splitting, eps 1e-4) and the interior-point Clarabel
+# (its KKT system has O(n^2) unknowns, so it is slow beyond a few dozen points).
 LOWRANK_TOL = 1e-3
 SCS_OPTIONS: dict[str, Any] = {"eps": 1e-4, "max_iters": 20000}
 
@@ -281,8 +275,8 @@ def class_centre_inliers(K_diag, K_rows, y, sample, keep_share, rounds=5):
     high-leverage outliers that trap an alternation started from the plain SVM.
 
     The share is over all points, not per class: the outliers of section 6.5 have random labels,
-    so one class can hold more than its share of them (6 of 28 points at R = 55, seed 1004), and
-    a single far point left in collapses the first SVM to a constant (50 % test error)."""
+    so one class can hold more than its share of them, and a single far point left in can
+    collapse the first SVM to a constant."""
     eta = np.ones(y.size, dtype=bool)
     n_drop = int(np.floor((1.0 - keep_share) * y.size + 1e-9))  # (1 - 0.8) * 50 is 9.99...
     if n_drop == 0:
@@ -423,7 +417,7 @@ def outlier_f_measure(is_outlier: np.ndarray, detected: np.ndarray) -> tuple[flo
 
 
 class RobustSVMParams(AlgorithmParams):
-    """Parameters of :class:`RobustSVM` (defaults from section 6.5 of the seed)."""
+    """Parameters of :class:`RobustSVM` (the thesis's defaults are in its section 6.5)."""
 
     method: Method = Field(
         "reh",
@@ -468,6 +462,7 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         least ``rho n`` inliers; ``"ramp"``: alternating minimisation of (6.6) over ``(w, eta)``,
         each step a libsvm SVM, for large n (a local minimum of (6.7)).
     kernel : {"linear", "rbf"}, default="linear"
+        Kernel ``K`` of ``G = K o yy^T``.
     gamma : float or {"auto", "scale"}, default="scale"
         RBF width, ``exp(-gamma ||x - x'||^2)``; ``"auto"`` is ``1 / D^2`` with ``D`` the diagonal
         of the data's bounding box.
@@ -747,16 +742,9 @@ SDP_MAX_N = 1000
 
 
 def recommended_max_n(method: str) -> int:
-    """Size limit. The SDPs run on the low-rank solver: section 6.5 data (a fifth ring outliers,
-    linear kernel on two features, C = 0.1) on this project's 2-core machine, REH n = 200 / 400 /
-    1,000 / 2,000 in 0.11 / 0.41 / 2.2 / 8.8 s, ROD in 0.28 / 0.84 / 4.9 / 23 s, all certified
-    but ROD at 2,000 (gap 1.4; benchmarks/sdp_solver.py, one run; SCS at eps 1e-4 took 12-13 s
-    at n = 200 and grows about like n^2.8). Those run on the factor of the rank-2 kernel; a
-    kernel of full rank (RBF) runs dense: moons with flipped labels at n = 1,000, REH 2.7 s and
-    ROD 17 s (``--robust-moons``; 24 s in another run); two Gaussians in 30 dimensions (linear,
-    10 % flipped labels) REH 49 s, ROD 94 s with its gap open at 5.4e-2. Times the 2-4x of a
-    loaded machine and up to 3x for data with more support vectors, n = 2,000 (about 8x
-    n = 1,000) could reach the 1,800 s job timeout, so the limit stays 1,000.
-    ramp scales like libsvm (about 50 s at n = 10,000, linear kernel; see
-    benchmarks/robust_svm.py --timing-only)."""
+    """Size limit: the largest ``n`` whose fit stays well inside the job timeout on a small,
+    loaded machine. The SDPs run on the low-rank solver, fast on the factor of a low-rank kernel
+    but dense, and much slower, for a kernel of full rank (RBF), with ROD slower
+    to certify than REH (``benchmarks/sdp_solver.py`` times them). ramp scales like libsvm
+    (``benchmarks/robust_svm.py --timing-only``)."""
     return 50_000 if method == "ramp" else SDP_MAX_N

@@ -1,7 +1,7 @@
 """SDP maximum margin clustering: two-class, multi-class and semi-supervised.
 
-L. Xu, PhD thesis (2007), chapters 3 and 4
-(``../shared/seeds/xu_thesis_2007_sdp_mmc_m3n_robust_svm.txt``).
+Xu 2007, "Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
+Support Vector Machines" (PhD thesis, University of Waterloo), chapters 3 and 4.
 
 * Two-class, SDP (3.5): relax the label matrix ``M = yy^T`` to ``M >= 0`` (PSD), ``diag(M) = e``,
   class balance ``-eps e <= M e <= eps e``, and minimise the inverse soft margin
@@ -32,10 +32,8 @@ L. Xu, PhD thesis (2007), chapters 3 and 4
   copies is (3.5) over the distinct rows, each weighted by its copies in the balance and in the
   margin's dual (:func:`algorithms.lowrank_sdp.solve_two_class_lowrank`), and the copies share a
   label; the balance allows the imbalance of the largest row against the rest when it must.
-  Over the copies themselves the solver stalled on the flat kernel of one point repeated
-  (1,999 copies and one other point: 510 s, the copies split 997:1003); on 2,000 points rounded
-  to a grid (about 200 distinct rows) 42 s became 0.3 s with the same labels
-  (``python -m benchmarks.defaults --grid 2000``).
+  Over the copies themselves the solver stalls on the flat kernel of a repeated point and may
+  split its copies, and the problem is as large as the number of points, not of distinct rows.
 
 Conditioning: ``omega`` depends on ``K / beta`` only, so the kernel is scaled to unit mean
 self-similarity (``trace(K) = n``) and ``beta`` is interpreted on that scale: the same ``beta``
@@ -47,12 +45,11 @@ of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (
 ``certificate_``), and unsupervised (4.8) in its collapsed form on a nonnegative factor of
 ``[[1, sqrt(k) d^T], [sqrt(k) d, M]]`` (:func:`algorithms.lowrank_sdp.solve_multiclass_lowrank`);
 (4.8) with partial labels goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
-``"CLARABEL"`` are the reference formulations below. cvxpy with SCS (first-order) or Clarabel
-(interior point), measured on two
-Gaussians (n = 50): SCS 1.1 s, Clarabel 10.8 s, same objective; Clarabel's dense n^2 x n^2 KKT
-system rules it out beyond n ~ 100. Labels need only the leading structure of ``M``: SCS at
-tol 1e-3 takes 275-575 iterations where its default 1e-5 took 2150 (n = 100), same labels.
-Each fit is a single solve, so there is nothing to warm-start from. Every solve's status is
+``"CLARABEL"`` are the reference formulations below: cvxpy with SCS (first-order) or Clarabel
+(interior point), whose dense n^2 x n^2 KKT system rules it out beyond about n = 100. Labels
+need only the leading structure of ``M``, so SCS runs at a loose tolerance (1e-3), which needs
+several times fewer iterations than its default and gives the same labels. Each fit is a single
+solve, so there is nothing to warm-start from. Every solve's status is
 checked: inaccurate -> ``warnings_``, anything else -> :class:`~algorithms.base.SDPSolverError`
 with the solver's status.
 """
@@ -278,16 +275,14 @@ def solve_multiclass_sdp_symmetric(
 
     subject to ``[[I, D^T], [D, M]] >= 0``, i.e. ``M >= k d d^T``. The relaxation is
     "maximise ``<K, M>`` (plus ``2 beta e^T d``)" over balanced ``M``: ``beta`` only weighs the
-    tiny ``e^T d`` term (beta 0.01 and 1 give the same ``<K, M>`` to 4 digits and the same
-    labels on digits {0,6,8,9}), and ``omega`` is large and negative (-26,229 there), no
-    inverse squared margin. Measured on the general program (SCS): ``D``'s columns agree to 5e-9.
+    tiny ``e^T d`` term, so it barely moves the solution, and ``omega`` is large and negative,
+    no inverse squared margin. On the general program the columns of ``D`` indeed agree.
 
     So this solves the equivalent small program: ``M`` (n x n) and ``d`` (n) with
     ``[[1/k, d^T], [d, M]] >= 0`` (the Schur complement ``M - k d d^T >= 0``) and the constraints
-    of (4.8) on ``M``, instead of the n x k ``D``, the n x k ``V`` and the nk-long cone. Same labels
-    on {0,6,8,9} and {6,8,9} (20 / 27 / 39 per class). SCS iterations are 1.2-1.5x cheaper, but
-    their count varies either way: median of 3 solves, n = 80 1.5 s vs 2.7 s, n = 81 2.4 vs 1.5,
-    n = 156 13.1 vs 11.6 (shared 2-core machine), so the gain is clarity, not speed.
+    of (4.8) on ``M``, instead of the n x k ``D``, the n x k ``V`` and the nk-long cone: the same
+    labels, and SCS iterations are cheaper but their count varies, so the gain is clarity, not
+    speed.
     Returns ``(M, D = d e^T, omega, warnings, solver iterations)`` with ``omega`` the relaxed
     value above.
     """
@@ -328,13 +323,12 @@ def multiclass_margin_objective(K: np.ndarray, labels: np.ndarray, n_clusters: i
     number the relaxation was meant to approximate; at the relaxation's own optimum it reads as
     in :func:`solve_multiclass_sdp_symmetric`.
 
-    Solved in the primal: (4.3) without bias is Crammer & Singer's multi-class SVM on the
-    features ``L`` with ``C = 1 / beta``, which liblinear solves (``LinearSVC``); the value is
-    ``beta/2 sum_r ||w_r||^2 + sum_i xi_i`` at its ``W``. Against the dual QP by Clarabel: the
-    same value to 3e-5 on digits {0,6,8,9} (n = 80, 0.003 s against 0.26 s) and to 4e-6 on 600
-    digits with k = 10 (0.16 s against 30 s). A cluster without points keeps ``w_r = 0``; with
-    fewer than three clusters present (scikit-learn then fits a binary model) the dual QP is
-    solved by Clarabel.
+    Solved in the primal: (4.3) without bias is Crammer & Singer's multi-class SVM on the features
+    ``L`` with ``C = 1 / beta``, which liblinear solves (``LinearSVC``); the value is ``beta/2 sum_r
+    ||w_r||^2 + sum_i xi_i`` at its ``W``: the dual QP's value, to the solvers' tolerance, at a
+    small fraction of a generic QP solver's time. A cluster without points keeps ``w_r = 0``; with
+    fewer than three clusters present (scikit-learn then fits a binary model) the dual QP is solved
+    by Clarabel.
     """
     from sklearn.svm import LinearSVC
 
@@ -382,16 +376,14 @@ def labels_from_assignment(D: np.ndarray, M: np.ndarray, labels: np.ndarray | No
     Unsupervised, ``D = d e^T`` carries no class (see :func:`solve_multiclass_sdp_symmetric`), so
     labels are k-means clusters of the rank-k factor of ``M``. With partial labels naming every
     class, the relaxation does not tie unlabeled points to classes either: solved accurately,
-    ``M`` between an unlabeled point and the three labeled classes of digits {6,8,9} is flat
-    (0.556 / 0.569 / 0.555, and ``D``'s unlabeled rows alike), because the unlabeled block can
-    still permute the classes. It does cluster the unlabeled points (its block ``M_uu``), so:
-    k-means on the factor of ``M_uu``, then each cluster gets the class whose labeled points
-    have the largest mean kernel affinity ``K`` to it, one class per cluster (Hungarian). On
-    {6,8,9}, 39 per class, 1/10 labeled, draws 0-2: 5.7 / 8.6 / 8.6 % at SCS tol 1e-3 and at
-    1e-5 alike. The rule before it, k-means seeded at the labeled class means in ``M``'s factor,
-    got the same at tol 1e-3 but 65.7 / 9.5 / 41.0 % at 1e-5: it lived on the tilt of SCS's
-    early iterate (thesis Table 4.2, DigitsA689: 5.6 +- 0.7). With a class unlabeled, the
-    argmax of ``D_ir + mean_{j labeled r} M_ij`` is kept.
+    ``M`` between an unlabeled point and the labeled classes is nearly flat (and ``D``'s
+    unlabeled rows alike), because the unlabeled block can still permute the classes. It does
+    cluster the unlabeled points (its block ``M_uu``), so: k-means on the factor of ``M_uu``,
+    then each cluster gets the class whose labeled points have the largest mean kernel affinity
+    ``K`` to it, one class per cluster (Hungarian). The result does not depend on the solver's
+    tolerance, unlike k-means started at the labeled class means in ``M``'s factor, which
+    relies on the tilt of an inaccurate early iterate. With a class unlabeled, the argmax of
+    ``D_ir + mean_{j labeled r} M_ij`` is kept.
     """
     if labels is None or not np.any(labels >= 0):
         return labels_from_label_matrix(M, n_clusters, random_state)
@@ -551,8 +543,8 @@ def partial_labels_problem(n_clusters: int, multiclass: str, labels,
     return None
 
 
-# The thesis's setting: its median-distance width and the multi-class SDP (4.8); the paper rows
-# of tests/ and benchmarks/ run with it.
+# The thesis's setting: its median-distance width and the multi-class SDP (4.8); reproductions of
+# the thesis's tables run with it.
 PAPER_SETTING = {"gamma": "paper", "multiclass": "joint", "spectral_candidate": False}
 
 
@@ -590,8 +582,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         .. versionadded:: 0.2 Before, ``class_balance`` also set this band.
     multiclass : {"bisection", "joint"}, default="bisection"
         ``n_clusters > 2``. ``"bisection"``: recursive bisection with SDP (3.5) per split on the
-        low-rank solver (:meth:`_fit_bisection`); on the ten sets of ``benchmarks/defaults.py``
-        it took 9 s for the six with k = 3, where (4.8) on SCS took 60 s. ``"joint"``: the
+        low-rank solver (:meth:`_fit_bisection`), much faster than (4.8) on SCS. ``"joint"``: the
         thesis's multi-class SDP (4.8), the only route for partial labels with k > 2.
     rounding : {"eigenvector", "randomized"}, default="eigenvector"
         Two-class recovery. "randomized" draws ``n_rounding`` random hyperplanes from the factor
@@ -599,13 +590,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         and small ``beta`` the margin objective can prefer splits that cut through classes, so the
         eigenvector (Theorem 1) is the default.
     n_rounding : int, default=50
+        Random hyperplanes drawn by ``rounding="randomized"`` (footnote 3).
     spectral_candidate : bool, default=True
         Two clusters without partial labels: the rounding of (3.5) and the spectral partition of
         the kNN graph are both scored by ``omega(yy^T)`` and the smaller is kept
         (:func:`algorithms.selection.margin.choose_with_spectral_candidate`). The relaxation is not
-        tight:
-        on 400 noisy moons its rounding has ``omega`` 6.7 (ARI 0.30) where the spectral
-        partition has 0.23 (ARI 1.0). False is the thesis's method (``SEED_SETTING``).
+        tight,
+        and on curved clusters its rounding can have a far larger ``omega`` than the spectral
+        partition. False is the thesis's method (``PAPER_SETTING``).
     solver : {"lowrank", "scs", "clarabel"}, default="lowrank"
         ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
         (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
@@ -615,7 +607,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
         cvxpy solver iterations.
-    random_state : int or None
+    random_state : int or None, default=None
         Seeds randomized rounding and the k-means of multi-class recovery.
     guide : clustering estimator or None, default=None
         ``multiclass="bisection"`` with ``n_clusters > 2``: the estimator whose k-partition
@@ -666,8 +658,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     References
     ----------
-    L. Xu. Unsupervised, Semi-supervised and Robust Support Vector Machines (PhD thesis, 2007):
-    SDP (3.5), Theorem 1, S1/S2 of section 3.5; Theorem 2 (4.2), SDP (4.8), section 4.3.
+    L. Xu. Convex Large Margin Training Techniques: Unsupervised, Semi-supervised, and Robust
+    Support Vector Machines. PhD thesis, University of Waterloo, 2007. SDP (3.5), Theorem 1,
+    S1/S2 of section 3.5; Theorem 2 (4.2), SDP (4.8), section 4.3.
 
     See Also
     --------
@@ -875,7 +868,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide, :func:`algorithms.selection.bisection.guide_partition`, whole), as iterSVR does. On
         the
         low-rank solver the SDP itself keeps each guide cluster on one side (``M`` constant on
-        pairs of guide clusters: one factor row per cluster, 6x faster on six 1:5 blobs); with a
+        pairs of guide clusters: one factor row per cluster, a far smaller problem); with a
         cvxpy solver its labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
@@ -1015,18 +1008,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
 def recommended_max_n(n_clusters: int, solver: str = "lowrank", multiclass: str = "bisection"
                       ) -> int:
-    """Registry size limit, measured with ``benchmarks/sdp_mmc.py`` (SCS, tol 1e-3, 2 shared cores
-    under load): two-class n = 200 / 300 / 400 / 500 took 17 / 43 / 75 / 185 s (325-575 SCS
-    iterations, one n x n and one (n+1) x (n+1) PSD cone); k = 4 n = 200 / 300 / 400 took
-    12 / 50 / 88 s. Two-class stops at 400, before the jump at 500; multi-class at 300, leaving
-    room for the n x k blocks of larger k. The low-rank two-class solver
-    (``benchmarks/sdp_solver.py``, two Gaussians, same 2-core machine, idle): n = 400 / 800 /
-    2,000 / 3,000 in 0.47 / 1.8 / 35 / 182 s with certified gaps of 1e-7 to 2e-4 (SCS at 400:
-    22 s). Data with many support vectors cost up to 3x more (the banana row: 600 points in
-    3 s), and a loaded machine 2-4x, so 3,000 could approach the 1,800 s timeout: the limit is
-    2,000. Recursive bisection (k > 2, ``multiclass="bisection"``) solves (3.5) on all points
-    once and then on ever smaller clusters, so it has
-    the two-class limits."""
+    """Registry size limit: the largest ``n`` whose fit stays well inside the job timeout on a
+    small, loaded machine, with room for data with many support vectors (timed by
+    ``benchmarks/sdp_mmc.py`` for SCS and ``benchmarks/sdp_solver.py`` for the low-rank solver).
+    SCS's time grows steeply with ``n`` (one n x n and one (n+1) x (n+1) PSD cone), and the
+    multi-class program leaves room for the n x k blocks of larger k. Recursive bisection
+    (k > 2, ``multiclass="bisection"``) solves (3.5) on all points once and then on ever smaller
+    clusters, so it has the two-class limits."""
     if n_clusters > 2 and multiclass == "joint":
         return MULTICLASS_MAX_N
     return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N

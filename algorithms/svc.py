@@ -1,34 +1,33 @@
 """Support vector clustering: the minimal enclosing sphere and its contours.
 
-Ben-Hur, Horn, Siegelmann & Vapnik, "A Support Vector Method for Clustering", NIPS 2001
-(``../shared/seeds/SVC_ben-hur_et_al_2001.txt``).
+Ben-Hur, Horn, Siegelmann and Vapnik 2001, "A Support Vector Method for Clustering" (NIPS).
 
 1. The sphere. The Wolfe dual (11), ``max_beta sum_j K_jj beta_j - beta^T K beta`` subject to
    ``sum_j beta_j = 1`` (3) and ``0 <= beta_j <= C`` (9), with the Gaussian kernel (10)
    ``exp(-q ||x - x'||^2)``. Because ``K_jj = 1`` the linear term is constant and (11) is the
-   one-class SVM of Schoelkopf et al. (seed ref. [4]) with ``nu = 1 / (N C)``; libsvm solves it and
-   its ``alpha = N nu beta``, its ``rho = N nu sum_j beta_j K(x_j, x_sv)``. Points with
-   ``0 < beta < C`` are support vectors (on the sphere), ``beta = C`` bounded SVs (outside).
+   one-class SVM of Schoelkopf et al. (the paper's ref. [4]) with ``nu = 1 / (N C)``; libsvm
+   solves it and its ``alpha = N nu beta``, its ``rho = N nu sum_j beta_j K(x_j, x_sv)``. Points
+   with ``0 < beta < C`` are support vectors (on the sphere), ``beta = C`` bounded SVs (outside).
 2. The radius. ``R^2(x)`` by (13); ``R`` is ``R(x)`` on the support vectors (14), averaged. A point
    is inside the sphere, ``R(x) <= R``, exactly when ``sum_j beta_j K(x_j, x) >= rho / (N nu)``,
    which is what the segment tests evaluate (one kernel row per sampled point, no ``R`` needed).
 3. Labeling. Clusters are the connected components of the graph of (19): ``A_ij = 1`` when every
-   sampled point of the segment ``x_i x_j`` is inside the sphere (the seed samples 10 points).
+   sampled point of the segment ``x_i x_j`` is inside the sphere (the paper samples 10 points).
    The segment tests are batched in numpy and the components come from
    ``scipy.sparse.csgraph.connected_components``. Which pairs are tested is the ``labeling``:
 
-   * ``"complete"``: every pair of points that are not bounded SVs, as in the seed; O(N^2) tests.
+   * ``"complete"``: every pair of points that are not bounded SVs, as in the paper; O(N^2) tests.
    * ``"support_vectors"``: every pair of support vectors, plus each other point against its
      ``n_neighbors`` nearest support vectors; O(N_sv^2 + N k) tests. A point whose segment to no
      nearby support vector stays inside joins the cluster of its nearest support vector.
    * ``"knn"``: each point against its ``n_neighbors`` nearest points; O(N k) tests.
 
-   Bounded SVs are not labeled by (19). The seed assigns them "to the cluster that they are
+   Bounded SVs are not labeled by (19). The paper assigns them "to the cluster that they are
    closest to": by default the clusters grow outward from the contours, the bounded SV closest to
    a clustered point first, each joining the cluster of that point (``bounded_svs="chain"``,
    single linkage from the contours); ``"nearest"`` takes the nearest labeled point, and
    ``"outlier"`` marks them ``-1``.
-4. The width. ``gamma`` is the seed's ``q``. ``gamma="auto"`` runs the divisive schedule of
+4. The width. ``gamma`` is the paper's ``q``. ``gamma="auto"`` runs the divisive schedule of
    section 4: start at ``q = 1 / max_ij ||x_i - x_j||^2`` (one cluster), raise ``q`` until the
    contours split into ``n_clusters`` clusters, and raise ``1/C`` (``p``) whenever single points
    break off or support vectors become too many, so a user need not guess ``q``.
@@ -37,6 +36,8 @@ Out-of-sample: a new point inside the sphere joins the cluster of a support vect
 (the segment test of (19) against its ``n_neighbors`` nearest support vectors); a point outside
 joins the cluster of the nearest stored point (support vectors and bounded SVs), or gets ``-1``
 with ``bounded_svs="outlier"``.
+
+The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 """
 
 from __future__ import annotations
@@ -78,16 +79,15 @@ from algorithms.kernels import (
 
 Labeling = Literal["complete", "support_vectors", "knn"]
 
-# Kernel entries evaluated per batch of segment points: bounds memory at about 32 MB.
+# Kernel entries evaluated per batch of segment points: bounds the memory of a batch.
 _BATCH_ENTRIES = 1 << 22
 # Above this many points the diameter for gamma="auto" is bounded by 2 max ||x - mean||.
 _EXACT_DIAMETER_MAX_N = 5000
 # gamma="auto" stops raising p = 1/(NC) here: at p = 1 every point is a bounded SV.
 _MAX_P = 0.95
 # solver="auto": above this many points the fit runs on a random sample of this size and predict
-# labels every point. The schedule solves about 50 spheres, each O(N^2) in libsvm, plus the
-# O(N_sv^2) SV graph: four 2-D blobs of which two overlap took 8.8 s at 2,000 points and 162 s
-# at 10,000 (benchmarks/svc.py --defaults-at-scale).
+# labels every point. The schedule solves tens of spheres, each O(N^2) in libsvm, plus the
+# O(N_sv^2) SV graph, so the exact fit grows quadratically with N and the sample bounds it.
 SAMPLE_SIZE = 2000
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
@@ -155,10 +155,8 @@ def solve_enclosing_sphere(X: np.ndarray, gamma: float, p: float, tol: float = 1
     ``alpha_i`` by the weight and sum ``nu`` times the weights: the same optimum), and the
     sphere holds a row's first copy with the row's ``beta``, bounded when it reaches the copies'
     bound (:func:`label_points` then treats every copy alike). Over the copies themselves the
-    dual spread a row's weight over them as it liked, so copies of one point lay both on and
-    outside the sphere: one point repeated 298 times beside two others had some copies at
-    ``beta = C`` and the rest at 0, no support vector, 298 one-point clusters at one ``q``, and
-    its copies in two clusters at the end.
+    dual may spread a row's weight over them arbitrarily, so copies of one point could lie both
+    on and outside the sphere, and end in different clusters.
     """
     n = X.shape[0]
     ocsvm = OneClassSVM(kernel="rbf", gamma=gamma, nu=p, tol=tol, cache_size=cache_size)
@@ -202,7 +200,7 @@ def _bisection_order(n_points: int) -> tuple[int, ...]:
 
     A segment that leaves the sphere usually does so near its middle, so most failing segments
     are discarded after one kernel evaluation instead of ``n_points``. Cached: every batch of
-    segments uses the same order (recomputed, it took 15 % of SVC's time on the public sets).
+    segments uses the same order.
     """
     chosen = [(n_points - 1) // 2]
     rest = set(range(n_points)) - set(chosen)
@@ -235,7 +233,7 @@ def segments_inside(sphere: Sphere, A: np.ndarray, B: np.ndarray, n_points: int 
 
 
 # Largest (segment ends) x (sphere points) matrix the first-sample screen of
-# :func:`first_sample_may_be_inside` builds (3.2 GB of float64 beyond it: the screen is skipped).
+# :func:`first_sample_may_be_inside` builds; beyond it the screen is skipped to bound memory.
 _SCREEN_MAX_ENTRIES = 1 << 26
 # The screen trusts its product only where exp(q t (1 - t) |a - b|^2) stays far from overflow.
 _SCREEN_MAX_EXPONENT = 600.0
@@ -250,10 +248,10 @@ def first_sample_may_be_inside(sphere: Sphere, ends: np.ndarray, squared_lengths
     so the kernel sum at ``x`` is ``exp(q t (1 - t)|a - b|^2)`` times
     ``sum_j beta_j exp(-q (1 - t)|a - x_j|^2) exp(-q t |b - x_j|^2)``: one matrix product for
     all pairs, against one kernel row per pair and sample. Nearly every segment between two
-    clusters fails at that sample, and testing them one by one was 80 % of SVC's time (5,000
-    points in 64 dimensions: 627 s). Only pairs clearly outside (by a relative 1e-6 in the log)
-    and short enough for the product not to underflow are marked False; the rest are tested as
-    before, so the components do not change. None when the matrices would be too large.
+    clusters fails at that sample, and testing those one by one dominates SVC's time on
+    high-dimensional data. Only pairs clearly outside (by a relative 1e-6 in the log)
+    and short enough for the product not to underflow are marked False; the rest are tested
+    one by one, so the components do not change. None when the matrices would be too large.
     """
     n_ends, n_sphere = ends.shape[0], sphere.points.shape[0]
     if n_ends * n_sphere > _SCREEN_MAX_ENTRIES:
@@ -340,7 +338,7 @@ def _complete_pairs(n: int, block: int):
 
 
 def label_complete(sphere: Sphere, X: np.ndarray, n_points: int = 10) -> np.ndarray:
-    """The seed's labeling: components of (19) over all pairs of ``X`` (points not bounded SVs)."""
+    """The paper's labeling: components of (19) over all pairs of ``X`` (points not bounded SVs)."""
     graph = SegmentGraph(sphere, X, n_points)
     for rows, cols in _complete_pairs(X.shape[0], 1 << 16):
         graph.offer(rows, cols)
@@ -380,12 +378,11 @@ def label_support_vector_graph(sphere: Sphere, X: np.ndarray, is_sv: np.ndarray,
         keep = may_be_inside[i, j]
         i, j = i[keep], j[keep]
     # The order only saves tests (the components do not depend on it): lengths from one Gram
-    # product, not an (n_sv^2 / 2) x d array of differences (3 s per sphere at 2,500 SVs in 64-D).
+    # product, not an (n_sv^2 / 2) x d array of differences.
     order = np.argsort(lengths[i, j], kind="stable")
     sv_rows, sv_cols = sv[i[order]], sv[j[order]]
     # Every open pair of a chunk is tested in full, also those a shorter pair of the same chunk
-    # has joined meanwhile: smaller chunks test fewer (2,000 points in 64-D: 13.4 s at n_sv / 4,
-    # against 22.8 s with 4 n_sv).
+    # has joined meanwhile: smaller chunks test fewer, larger ones vectorize better.
     chunk = max(sv.size // 4, 256)
     for start in range(0, sv_rows.size, chunk):
         graph.offer(sv_rows[start : start + chunk], sv_cols[start : start + chunk])
@@ -460,14 +457,14 @@ def join_by_chain(X: np.ndarray, labels: np.ndarray, n_neighbors: int = 10) -> n
     first, and each takes the cluster of that point (Prim's algorithm started from all labeled
     points at once). A bounded SV thus follows the chain of points outside the contours that
     leads to a cluster, not the straight line to the nearest labeled point, which on sparse
-    high-dimensional data (70-80 % bounded SVs on wine and digits) often crosses to another
+    high-dimensional data (where most points are bounded SVs) often crosses to another
     cluster's core.
 
     Computed as a minimum spanning tree over the unlabeled points' ``n_neighbors``-nearest
     neighbour graph plus a root joined to each unlabeled point by its distance to the nearest
     labeled point; every point takes the cluster through which its branch meets the root.
-    O(m k log m) for ``m`` unlabeled points; on the sets measured the tree equalled the one over
-    all pairs.
+    O(m k log m) for ``m`` unlabeled points; the kNN graph approximates the tree over all
+    pairs.
     """
     out = np.flatnonzero(labels < 0)
     labeled = np.flatnonzero(labels >= 0)
@@ -580,7 +577,7 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     """Section 4: raise ``q`` from ``1 / max ||x_i - x_j||^2`` until ``n_clusters`` clusters appear.
 
     At each ``q``: when small groups break off (clusters of fewer than
-    :func:`smallest_cluster_size` points, the seed's "single point clusters") or the support
+    :func:`smallest_cluster_size` points, the paper's "single point clusters") or the support
     vectors exceed :func:`most_support_vectors` (overfitting, Figure 2a), ``p = 1/(NC)`` is
     raised by ``p_step`` and the sphere is solved again at the same ``q``; otherwise ``q`` is
     multiplied by ``growth``. When one step jumps past ``n_clusters``, ``q`` is bisected
@@ -590,15 +587,12 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
     When no clean split is reached (small groups keep breaking off at the largest ``p``, a jump
     that bisection cannot resolve, or ``max_iter``), the first sphere that had exactly
     ``n_clusters`` clusters of at least the small size is kept, its small groups joined to the
-    nearest of them (:func:`keep_largest_clusters`): on standardized iris petals and on digits 3
-    and 8 the contours never split without fragments at any ``p``, and the last clean split was
-    one cluster (ARI 0; now 0.64 and 0.92). When no sphere had ``n_clusters`` clusters of that
-    size, the sphere whose ``n_clusters``-th largest group was largest is kept the same way and
-    the fit is marked not ``substantial``: a caller who asks for ``n_clusters`` gets them whenever
-    any contours had that many groups (three blobs of varied spread at another seed came back as
-    one cluster, ARI 0.00; now three, 0.58). Standardized breast cancer never shows two clusters
-    of that size in its 30 dimensions; the estimator then retries on principal components
-    (``n_components="auto"``).
+    nearest of them (:func:`keep_largest_clusters`): on some data the contours never split
+    without fragments at any ``p``, and the last clean split is one cluster. When no sphere had
+    ``n_clusters`` clusters of that size, the sphere whose ``n_clusters``-th largest group was
+    largest is kept the same way and the fit is marked not ``substantial``: a caller who asks for
+    ``n_clusters`` gets them whenever any contours had that many groups. When none did, the
+    estimator retries on principal components (``n_components="auto"``).
     """
     n = X.shape[0]
     rows = copies_of_rows(X)
@@ -700,19 +694,18 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
 
 def smallest_cluster_size(n: int, n_clusters: int, fraction: float) -> int:
     """Size below which a group of the contours is a fragment, not a cluster: ``fraction`` of the
-    points (the seed's "single point clusters", grown with ``n``), but at most half the mean
+    points (the paper's "single point clusters", grown with ``n``), but at most half the mean
     cluster size ``n / (2 n_clusters)``, and single points only when the clusters asked for
-    average fewer than four points. Without the cap, every cluster of more than 20 is a
-    fragment: 30 blobs of 20 points (5 % of 600 is 30) came back as 12 clusters (ARI 0.21; now
-    30, 1.00), and three points asked for three clusters as one."""
+    average fewer than four points. Without the cap, many small clusters asked for would all
+    count as fragments, and a handful of points could never be split."""
     return max(1, min(max(2, math.ceil(fraction * n)), n // (2 * n_clusters)))
 
 
 def most_support_vectors(n: int, n_clusters: int, fraction: float) -> float:
     """Support vectors above which a sphere overfits (Figure 2a): ``fraction`` of the points, but
     never fewer than two per cluster asked for, the fewest that outline ``n_clusters``
-    contours. On five points ``fraction`` 0.5 forbade a third support vector, ``p`` rose to its
-    limit and no split was ever tried."""
+    contours; otherwise on a handful of points ``p`` would rise to its limit before any split
+    is tried."""
     return max(fraction * n, 2.0 * n_clusters)
 
 
@@ -744,7 +737,7 @@ def soft_margin_problem(C: float | None, n: int) -> str | None:
 
 
 class SupportVectorClusteringParams(AlgorithmParams):
-    """Parameters of :class:`SupportVectorClustering` (defaults from the seed)."""
+    """Parameters of :class:`SupportVectorClustering` (meanings and defaults: see the class)."""
 
     n_clusters: NClusters | None = Field(
         None,
@@ -756,7 +749,7 @@ class SupportVectorClusteringParams(AlgorithmParams):
     gamma: PositiveFloat | Literal["auto", "scale"] = Field(
         "auto",
         description=(
-            "The seed's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "
+            "The paper's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "
             "divisive schedule of section 4 to reach n_clusters clusters; 'scale' is "
             "1 / (n_features * X.var())."
         ),
@@ -767,19 +760,19 @@ class SupportVectorClusteringParams(AlgorithmParams):
     )
     p: float | None = Field(
         None, gt=0, lt=1,
-        description="p = 1/(N C), the share of points allowed outside (seed Table 1: 0.55-0.75).",
+        description="p = 1/(N C), the share of points allowed outside (paper Table 1: 0.55-0.75).",
     )
     labeling: Labeling = Field(
         "support_vectors",
         description=(
-            "Which segments (19) are tested: 'complete' (all pairs, the seed, O(N^2)), "
+            "Which segments (19) are tested: 'complete' (all pairs, the paper's, O(N^2)), "
             "'support_vectors' (SV pairs + each point to its nearest SVs) or 'knn'."
         ),
     )
     n_neighbors: int = Field(10, ge=1, le=200, description="Neighbours per point for knn/SV tests.")
     n_segment_points: int = Field(
         20, ge=1, le=100,
-        description="Samples per segment (seed: 10; 20 avoids false bridges, e.g. iris 4-D).",
+        description="Samples per segment (paper: 10; more avoid false bridges across gaps).",
     )
     bounded_svs: Literal["chain", "nearest", "outlier"] = Field(
         "chain",
@@ -794,7 +787,7 @@ class SupportVectorClusteringParams(AlgorithmParams):
         "auto",
         description=(
             "Fit the sphere on this many leading principal components of the centred data "
-            "(seed section 5: SVC on a low-dimensional PCA representation when the data is "
+            "(the paper's section 5: SVC on a low-dimensional PCA representation when the data is "
             "sparse). 'auto': the input space first, and with gamma='auto' the leading "
             "n_clusters components when no sphere in the input space has n_clusters clusters of "
             "at least 5 % of the points; "
@@ -836,39 +829,38 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         split into this many clusters. With a numeric ``gamma`` the number of clusters is whatever
         the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
     gamma : float or {"auto", "scale"}, default="auto"
-        The seed's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
-        ``q`` depends on the units of ``X``: the seed's Table 1 values apply to iris projected on
+        The paper's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
+        ``q`` depends on the units of ``X``: the paper's Table 1 values apply to iris projected on
         its principal components in the original centimetres (centred, not whitened or scaled).
         ``"auto"`` runs the divisive schedule of section 4 (see :func:`divisive_schedule`).
     C : float or None, default=None
         Soft-margin constant of (9). ``C >= 1`` allows no bounded SVs; ``C`` must be at least
         ``1/N``. Give ``C`` or ``p``; with neither, ``C = 1``.
     p : float or None, default=None
-        ``p = 1/(N C)`` in (0, 1], the seed's ``1/(NC)``; an upper bound on the share of bounded SVs
-        (16). Under ``gamma="auto"`` it is the starting value, raised by the schedule.
+        ``p = 1/(N C)`` in (0, 1], the paper's ``1/(NC)``; an upper bound on the share of bounded
+        SVs (16). Under ``gamma="auto"`` it is the starting value, raised by the schedule.
     labeling : {"complete", "support_vectors", "knn"}, default="support_vectors"
         Which segments of the adjacency (19) are tested (see the module docstring).
     n_neighbors : int, default=10
         Neighbours tested per point by ``"knn"``, ``"support_vectors"`` and ``predict``.
     n_segment_points : int, default=20
-        Points sampled on each segment. The seed uses 10; on iris with 4 principal components
-        10 samples let one long segment skip over the gap between two species, 20 do not.
+        Points sampled on each segment. The paper uses 10; more samples keep a long segment from
+        skipping over a narrow gap between two clusters, at a proportional cost per test.
     bounded_svs : {"chain", "nearest", "outlier"}, default="chain"
-        Bounded SVs (outside the sphere) join the cluster they are closest to, as in the seed's
+        Bounded SVs (outside the sphere) join the cluster they are closest to, as in the paper's
         examples. ``"chain"``: the clusters grow outward one point at a time, the point closest
         to a clustered one first, each joining the cluster of that point
         (:func:`join_by_chain`); ``"nearest"``: the cluster of the nearest point inside the
         contours; ``"outlier"``: ``-1``.
     n_components : int, "auto" or None, default="auto"
-        Fit the sphere on the leading ``n_components`` principal components of the centred data
-        (not whitened), as the seed does on iris (section 5, Table 1: "if the data is sparse, it
-        is better to use SVC on a low dimensional representation, obtained, e.g. by principal
-        component analysis"). ``"auto"``: the input space; with ``gamma="auto"``, when its
-        contours never give ``n_clusters`` clusters of 5 % of the points (standardized breast
-        cancer in 30 dimensions stays one cluster), the schedule runs again on the leading
-        ``n_clusters`` components (``k`` clusters in ``k`` dimensions, as spectral clustering
-        embeds them) and the fit with more clusters is kept (with as many, the one whose
-        clusters all hold 5 % of the points). ``None``: always the input space.
+        Fit the sphere on the leading ``n_components`` principal components of the centred data (not
+        whitened), as the paper does on iris (section 5, Table 1: "if the data is sparse, it is
+        better to use SVC on a low dimensional representation, obtained, e.g. by principal component
+        analysis"). ``"auto"``: the input space; with ``gamma="auto"``, when its contours never give
+        ``n_clusters`` clusters of 5 % of the points, the schedule runs again on the leading
+        ``n_clusters`` components (``k`` clusters in ``k`` dimensions, as spectral clustering embeds
+        them) and the fit with more clusters is kept (with as many, the one whose clusters all hold
+        5 % of the points). ``None``: always the input space.
     tol : float, default=1e-4
         libsvm stopping tolerance for the dual (11).
     max_iter : int, default=200
@@ -905,9 +897,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     bounded_ : ndarray
         Indices of the bounded SVs, ``beta = C`` (outside the sphere), with every copy.
     n_support_ : int
-        Number of support vectors (the seed's ``n_sv``).
+        Number of support vectors (the paper's ``n_sv``).
     n_bounded_ : int
-        Number of bounded SVs (the seed's ``n_bsv``).
+        Number of bounded SVs (the paper's ``n_bsv``).
     outliers_ : ndarray
         The points outside the sphere: ``bounded_``, and with a sample (``solver_ == "sample"``)
         every point outside.
@@ -1138,7 +1130,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             near = anchors[_nearest(sphere.points[anchors], X[rows], self.n_neighbors)]
             # The nearest anchor joined by an inside segment, tried nearest first: most points
             # reach their nearest one, so testing all n_neighbors segments of every point at
-            # once did ~10x the kernel sums (50,000 points in 64-D: 16 of 18 s of a sampled fit).
+            # once would multiply the kernel sums by about n_neighbors.
             open_ = np.arange(rows.size)
             for rank in range(near.shape[1]):
                 if open_.size == 0:

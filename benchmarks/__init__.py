@@ -1,1 +1,1 @@
-"""Benchmarks reproducing the seeds' tables (not run by CI)."""
+"""Benchmarks reproducing the papers' tables (not run by CI)."""

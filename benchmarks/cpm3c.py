@@ -1,6 +1,6 @@
-"""CPM3C benchmark: seed Table 2 rows on the UCI digits beside k-means and spectral clustering,
-seconds per digit pair beside seed Table 4 (median of 5 fits after one warm-up fit), and the sparse
-scaling run (seed Fig. 1).
+"""CPM3C benchmark (Zhao, Wang and Zhang 2008): the paper's Table 2 rows on the UCI digits beside
+k-means and spectral clustering, seconds per digit pair beside its Table 4 (median of 5 fits after
+one warm-up fit), and the sparse scaling run (its Fig. 1).
 
 Run: ``python -m benchmarks.cpm3c [--quick]``. Prints Markdown.
 The scaling data are text-like: 5,000 features, 1 % density, 4 topics, n = 1k..64k, CSR.
@@ -23,18 +23,18 @@ from algorithms.cpm3c import CPM3C, PAPER_SETTING
 K4_PARAMS = {"C": 3.0, "score_balance": 0.0}
 # The setting of the 45-pair mean, selected on this data (n_restarts=1, the default: 98.47 %).
 PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4, "n_restarts": 3}
-# Seed protocol (sections 2.1, 4.2): kernel PCA (every point a landmark), top 20 components,
+# The paper's protocol (sections 2.1, 4.2): kernel PCA (every point a landmark), top 20 components,
 # sigma = 0.4 sigma_0 from the grid {0.1 sigma_0, ..., sigma_0}, sigma_0 the largest distance.
 KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor": 0.4,
                "n_landmarks": 2000, "kpca_components": 20}
 # Rows of Table 2 and the parameters of each (named pairs: linear defaults).
 ROW_PARAMS = {(8, 9): KPCA_PARAMS, (0, 6, 8, 9): {**KPCA_PARAMS, **K4_PARAMS},
               (1, 2, 7, 9): {**KPCA_PARAMS, **K4_PARAMS}}
-PAPER = {  # seed Table 2 accuracy %, (KM, CPM3C)
+PAPER = {  # the paper's Table 2 accuracy %, (KM, CPM3C)
     (3, 8): (94.68, 96.92), (1, 7): (94.45, 100.0), (2, 7): (96.91, 100.0), (8, 9): (90.68, 97.74),
     "45 pairs": (96.38, 99.38), (0, 6, 8, 9): (42.23, 96.63), (1, 2, 7, 9): (40.42, 94.01),
 }
-# Seed Table 4, CPM3C CPU seconds (MATLAB 7.0, 1.66 GHz Core 2 Duo, 2008).
+# The paper's Table 4, CPM3C CPU seconds (MATLAB 7.0, 1.66 GHz Core 2 Duo, 2008).
 PAPER_SECONDS = {(3, 8): 1.10, (1, 7): 0.95, (2, 7): 0.75, (8, 9): 0.85}
 TIMING_REPEATS = 5
 

@@ -86,7 +86,7 @@ def toy_sets(n: int = 300, seed: int = 170, noise: float = 0.05,
 
 
 def public_sets() -> list[ClusteringSet]:
-    """The ten sets of the defaults issue (BENCHMARKS.md, "Defaults against scikit-learn")."""
+    """The ten public sets the defaults are compared on against scikit-learn."""
     cancer_X, cancer_y = load_breast_cancer(return_X_y=True)
     pick = np.random.default_rng(0).choice(cancer_X.shape[0], size=300, replace=False)
     return [

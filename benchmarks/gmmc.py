@@ -7,7 +7,7 @@ Laplacians, candidates with zero diagonal, another RBF scale or a tiny null-vect
 per fit, the low-rank solver beside a cvxpy/SCS solve of the same scaled SDP, and the largest n
 solved within 60 s. Data: the paper's synthetic sets are only shown as a figure, so they are
 generated here (80 points each, the size implied by the paper's error steps of 1.25 %); the four
-digit pairs come from ``sklearn.datasets.load_digits`` (BENCHMARKS.md).
+digit pairs come from ``sklearn.datasets.load_digits``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from algorithms.gmmc import (
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
 
-# Table 1 of the seed, error %: (best width, kernel learning).
+# Table 1 of the paper, error %: (best width, kernel learning).
 TABLE_1 = {
     "two circles": (0.0, 0.0),
     "two jointed circles": (0.0, 0.0),

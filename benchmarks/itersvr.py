@@ -1,15 +1,15 @@
-"""Reproduce the iterSVR seed's Tables 1, 2 and 4 (Zhang, Tsang & Kwok 2007); time against n.
+"""Reproduce iterSVR's Tables 1, 2 and 4 (Zhang, Tsang and Kwok 2007); time against n.
 
 Run: ``python -m benchmarks.itersvr [--quick]``. Prints Markdown tables: the paper's number beside
 ours, k-means and scikit-learn's spectral clustering on the same data, and seconds. Data:
-``sklearn.datasets.load_digits`` (the UCI optical digits test set of the seed) and a synthetic
-three-feature "image" of 38,400 pixels (the 240 x 160 size of the seed's Table 4).
+``sklearn.datasets.load_digits`` (the UCI optical digits test set of the paper) and a synthetic
+three-feature "image" of 38,400 pixels (the 240 x 160 size of the paper's Table 4).
 
 The large-n path it measures (a sample of exact_max_n points clustered exactly, every point labelled
-by the SVM tree) replaced a Nystrom-features path over all points (300 landmarks, the SVR and SVM
-as linear losses solved by ADMM). Measured on this 2-core machine before the change, same image:
-38,400 px 11.8 s / 8.3 % error (seed setting) and 56.4 s / 11.3 % (defaults); 100,000 px 81 s /
-8.6 % and 197 s / 11.6 %. Its labels never settled (50 of 50 iterSVR steps; every ADMM call at its
+by the SVM tree) replaced a Nystrom-features path over all points (300 landmarks, the SVR and SVM as
+linear losses solved by ADMM). Measured on this 2-core machine before the change, same image: 38,400
+px 11.8 s / 8.3 % error (the paper's setting) and 56.4 s / 11.3 % (defaults); 100,000 px 81 s / 8.6
+% and 197 s / 11.6 %. Its labels never settled (50 of 50 iterSVR steps; every ADMM call at its
 100-iteration cap, 2 % above the converged objective; with a 2,000-iteration cap 182 s, same error).
 """
 

@@ -6,7 +6,7 @@ after the job it waits on finishes.
 Starts its own deployment like ``mmc serve`` (redis-server on a free port, one RQ worker per
 queue, uvicorn). Each run submits a two-class SDP MMC job (about 1 s on ``--points`` 50), waits
 until it runs, then sends one ``wait=10`` request and records when the answer came, when the job
-finished (its ``finished_at``), and the gap. The issue's aim: a ``wait=10`` request on a job that
+finished (its ``finished_at``), and the gap. The target: a ``wait=10`` request on a job that
 finishes after 1 s answers within 1.5 s.
 """
 

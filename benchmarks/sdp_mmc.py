@@ -12,7 +12,7 @@ Run: ``python -m benchmarks.sdp_mmc [--quick] [--sizes 50 100 200 400]``. Prints
 * ``--digits-89``: digits 8-9 per sample, eigenvector vs randomized rounding, and whether a found
   labeling has a smaller margin objective than the true one (why the test pins 10 %, not 5 %);
 * ``--draws N``: the digit pairs of the iterSVR paper's Table 3 over ``N`` random draws of 50 per
-  class: how much a single draw's error (the issue's bound is per draw) depends on the draw.
+  class: how much a single draw's error (the test's bound is per draw) depends on the draw.
 
 The thesis's synthetic sets are only shown as figures (Figure 3.2), so they are generated here;
 digits come from ``sklearn.datasets.load_digits`` with a fixed random subsample per class.

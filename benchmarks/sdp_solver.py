@@ -19,7 +19,7 @@ Prints Markdown tables:
 * ``--multiclass``: unsupervised (4.8), collapsed form, on digits {0,6,8,9} (n = 48, 80, 156)
   by the low-rank solver and SCS, and 600 digits with k = 10 through ``SDPMMC``;
 * ``--gmmc``: GMMC's SDP (10) on digit pairs by GMMC's own solver and by the shared one;
-* ``--rows``: the issue's data sets through ``SDPMMC`` with its defaults, seconds and ARI:
+* ``--rows``: the reference data sets through ``SDPMMC`` with its defaults, seconds and ARI:
   blobs / moons / circles (n = 300, ``sklearn.datasets.make_*`` with random_state 0, noise 0.05
   for moons and circles, factor 0.5), noisy moons (n = 500, noise 0.15) and a banana set
   (n = 600: two interleaved half moons with noise 0.1, standardised).
@@ -150,7 +150,8 @@ def robust_table(sizes, lowrank_sizes=(), data: str = "rings") -> None:
 
 
 def issue_rows():
-    """The data sets of the issue's table (pen digits and image segments are not bundled with
+    """The data sets of the solver's reference table (pen digits and image segments are not
+    bundled with
     scikit-learn: 600 of its digits, 10 classes, stand in for the k = 10 row)."""
     X_b, y_b = make_blobs(300, centers=2, random_state=0)
     X_m, y_m = make_moons(300, noise=0.05, random_state=0)
@@ -223,8 +224,8 @@ def multiclass_table(per_class_sizes=(12, 20, 39)) -> None:
 def gmmc_table() -> None:
     """GMMC's SDP (10) by its own solver and by the shared one (``--gmmc``). The shared solver
     sees the dual MAXCUT-like program as written, ``min <S + C_e ee^T, X>`` over unit rows
-    (``C_delta`` does not bind at the seed's constants); GMMC's own removes ``C_e`` by a change of
-    variables first (``algorithms.gmmc`` module notes), which is why it stays separate."""
+    (``C_delta`` does not bind at the paper's constants); GMMC's own removes ``C_e`` by a change of
+    variables first (``docs/gmmc_design.md``), which is why it stays separate."""
     from algorithms.gmmc import (
         eliminate_bias,
         labels_from_factor,

@@ -1,4 +1,4 @@
-"""Service latency under load (reported, not asserted; the issue's aims are printed beside).
+"""Service latency under load (reported, not asserted; the latency targets are printed beside).
 
     python benchmarks/service_load.py [--clients 50] [--submits-per-client 10]
 

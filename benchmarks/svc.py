@@ -1,12 +1,13 @@
-"""Support vector clustering benchmark: seed Table 1 (iris on 2, 3, 4 principal components), the
-rings-with-a-core set of Figure 2, and seconds against n for 2-D data per labeling strategy;
+"""Support vector clustering benchmark (Ben-Hur et al. 2001): the paper's Table 1 (iris on 2, 3,
+4 principal components), the rings-with-a-core set of Figure 2, and seconds against n for 2-D data
+per labeling strategy;
 ``--defaults-at-scale``: the defaults (only ``n_clusters``) against n, sampled and exact, beside
 k-means.
 
 Run: ``python -m benchmarks.svc [--quick | --defaults-at-scale]``, as a user runs it (the
 library sets its own thread limits where they matter). Prints Markdown.
 Iris is projected on its principal components in centimetres (centred, not scaled): the scale at
-which the seed's q reproduces its SV counts. Timing data: the Figure 2 set grown to n points
+which the paper's q reproduces its SV counts. Timing data: the Figure 2 set grown to n points
 (same 1:3:6 proportions), q = 1, 1/(NC) = 0.1. Wall and CPU seconds are both printed because the
 machine may be shared; CPU seconds are the better guide to an idle machine.
 """
