@@ -19,10 +19,16 @@ from algorithms.cpm3c import CPM3C, CPM3CParams
 from algorithms.gmmc import GMMC, GMMCParams
 from algorithms.itersvr import IterSVR, IterSVRParams
 from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams, exact_relaxation_problem
-from algorithms.robust_svm import RobustSVM, RobustSVMParams, recommended_max_n
-from algorithms.sdp_mmc import SDPMMC, SDPMMCParams
+from algorithms.robust_svm import SDP_MAX_N as ROBUST_SDP_MAX_N
+from algorithms.robust_svm import RobustSVM, RobustSVMParams
+from algorithms.sdp_mmc import (
+    LOWRANK_TWO_CLASS_MAX_N,
+    MULTICLASS_MAX_N,
+    SDPMMC,
+    TWO_CLASS_MAX_N,
+    SDPMMCParams,
+)
 from algorithms.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
-from algorithms.sdp_mmc import recommended_max_n as sdp_mmc_max_n
 from algorithms.svc import (
     SupportVectorClustering,
     SupportVectorClusteringParams,
@@ -36,12 +42,38 @@ QueueName = Literal["fast", "slow"]
 XU_2007 = "Xu 2007, Convex large margin training (PhD thesis, University of Waterloo)"
 
 
+def _always(params: AlgorithmParams) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One case of an algorithm's limits: where ``condition`` holds, a job goes to ``queue`` and
+    may hold at most ``max_n`` points (positions for sequences). The first case that holds
+    applies; the last has no condition. ``max_n`` may be a function of the parameters, with its
+    formula in words (``formula``) for the API's description."""
+
+    max_n: int | Callable[[AlgorithmParams], int]
+    queue: QueueName = "fast"
+    condition: str = ""
+    holds: Callable[[AlgorithmParams], bool] = _always
+    formula: str = ""
+
+    def max_n_for(self, params: AlgorithmParams) -> int:
+        return self.max_n(params) if callable(self.max_n) else self.max_n
+
+    def describe(self) -> str:
+        size = self.formula or f"{self.max_n:,}"
+        return f"{self.condition or 'otherwise'}: queue {self.queue}, max_n {size}"
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     """Everything the service needs to know about one algorithm.
 
-    ``queue`` and ``max_n`` may depend on the parameters (an SDP method of an algorithm that also
-    has a fast method goes to ``slow``), hence the optional callables.
+    ``limits`` may depend on the parameters (an SDP method of an algorithm that also has a fast
+    method goes to ``slow``): they are cases, stated once, from which the queue, the size limit
+    and their description in ``GET /v1/algorithms`` all follow.
     """
 
     name: str
@@ -52,15 +84,10 @@ class AlgorithmSpec:
     paper: str
     input_kind: InputKind = "vectors"
     labels: LabelUse = "none"
-    queue: QueueName = "fast"
-    max_n: int = 50_000
+    limits: tuple[Limit, ...] = (Limit(50_000),)
     timeout_seconds: int = 600
     retry_safe: bool = True
     accepts_sparse: bool = False
-    queue_rule: Callable[[AlgorithmParams], QueueName] | None = None
-    max_n_rule: Callable[[AlgorithmParams], int] | None = None
-    # How queue and max_n follow from the parameters, in words (for GET /v1/algorithms).
-    limits_rule: str = ""
     # A 422 message when the labels a caller sent cannot be used with these parameters, else None.
     check_labels: Callable[[AlgorithmParams, list[int]], str | None] | None = None
     # A 422 message when n points (or positions) cannot be fitted with these parameters, else None.
@@ -69,11 +96,31 @@ class AlgorithmSpec:
     check_sequences: Callable[[AlgorithmParams, list[list[int]]], str | None] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
 
+    def limit_for(self, params: AlgorithmParams) -> Limit:
+        return next(limit for limit in self.limits if limit.holds(params))
+
     def queue_for(self, params: AlgorithmParams) -> QueueName:
-        return self.queue_rule(params) if self.queue_rule else self.queue
+        return self.limit_for(params).queue
 
     def max_n_for(self, params: AlgorithmParams) -> int:
-        return self.max_n_rule(params) if self.max_n_rule else self.max_n
+        return self.limit_for(params).max_n_for(params)
+
+    @property
+    def queue(self) -> QueueName:
+        """The queue of a job with the default parameters."""
+        return self.queue_for(self.params_model())
+
+    @property
+    def max_n(self) -> int:
+        """The size limit of a job with the default parameters."""
+        return self.max_n_for(self.params_model())
+
+    @property
+    def limits_rule(self) -> str:
+        """How queue and max_n follow from the parameters, in words."""
+        if len(self.limits) == 1:
+            return "queue and max_n do not depend on the parameters"
+        return "; ".join(limit.describe() for limit in self.limits)
 
     def parse_params(self, raw: Mapping[str, Any] | None) -> AlgorithmParams:
         return self.params_model.model_validate(dict(raw or {}))
@@ -95,9 +142,9 @@ class AlgorithmSpec:
             "input_kind": self.input_kind,
             "labels": self.labels,
             # The limits of the default parameters, as a job without params gets them.
-            "queue": self.queue_for(self.params_model()),
-            "max_n": self.max_n_for(self.params_model()),
-            "limits_rule": self.limits_rule or "queue and max_n do not depend on the parameters",
+            "queue": self.queue,
+            "max_n": self.max_n,
+            "limits_rule": self.limits_rule,
             "timeout_seconds": self.timeout_seconds,
             "accepts_sparse": self.accepts_sparse,
             "params_schema": copy.deepcopy(_params_schema(self.params_model)),
@@ -119,11 +166,9 @@ SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
 SVC_SAMPLED_MAX_N = 50_000
 
 
-def svc_max_n(params: SupportVectorClusteringParams) -> int:
-    exact_limit = SVC_EXACT_MAX_N["complete" if params.labeling == "complete" else "other"]
-    if params.solver == "exact" or params.exact_max_n > exact_limit:
-        return exact_limit
-    return SVC_SAMPLED_MAX_N
+def _svc_exact(limit: int) -> Callable[[SupportVectorClusteringParams], bool]:
+    """Whether SVC fits every point exactly where an exact fit may hold ``limit`` points."""
+    return lambda params: params.solver == "exact" or params.exact_max_n > limit
 
 
 _SPECS: tuple[AlgorithmSpec, ...] = (
@@ -137,8 +182,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhang, Tsang and Kwok 2007, Maximum margin clustering made practical (ICML)",
         labels="none",
-        queue="fast",
-        max_n=100_000,
+        limits=(Limit(100_000),),
         timeout_seconds=900,
     ),
     AlgorithmSpec(
@@ -151,18 +195,15 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhao, Wang and Zhang 2008, Efficient multiclass maximum margin clustering (ICML)",
         labels="none",
-        queue="fast",
-        max_n=200_000,
-        timeout_seconds=900,
-        accepts_sparse=True,
         # kernel="rbf" holds n x n_landmarks dense coordinates (and their SVD with
         # kpca_components): at most 6e7 float64 entries each, to bound a job's memory.
-        max_n_rule=lambda params: (
-            200_000 if params.kernel == "linear"
-            else min(200_000, 60_000_000 // params.n_landmarks)
+        limits=(
+            Limit(200_000, condition="kernel='linear'", holds=lambda p: p.kernel == "linear"),
+            Limit(lambda p: min(200_000, 60_000_000 // p.n_landmarks),
+                  formula="min(200,000, 60,000,000 // n_landmarks)"),
         ),
-        limits_rule="max_n = 200,000 for kernel='linear'; min(200,000, 60,000,000 // "
-                    "n_landmarks) for kernel='rbf'",
+        timeout_seconds=900,
+        accepts_sparse=True,
         notes={"large_n": "kernel='rbf' allows n x n_landmarks <= 6e7"},
     ),
     AlgorithmSpec(
@@ -175,15 +216,20 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Ben-Hur, Horn, Siegelmann and Vapnik 2001, Support vector clustering (JMLR)",
         labels="none",
-        queue="fast",
-        max_n=SVC_SAMPLED_MAX_N,
+        limits=(
+            Limit(SVC_EXACT_MAX_N["complete"],
+                  condition=f"labeling='complete' fitted exactly (solver='exact' or exact_max_n > "
+                            f"{SVC_EXACT_MAX_N['complete']:,})",
+                  holds=lambda p: p.labeling == "complete"
+                  and _svc_exact(SVC_EXACT_MAX_N["complete"])(p)),
+            Limit(SVC_EXACT_MAX_N["other"],
+                  condition=f"fitted exactly (solver='exact' or exact_max_n > "
+                            f"{SVC_EXACT_MAX_N['other']:,})",
+                  holds=_svc_exact(SVC_EXACT_MAX_N["other"])),
+            Limit(SVC_SAMPLED_MAX_N),
+        ),
         timeout_seconds=900,
-        max_n_rule=svc_max_n,
         check_size=lambda params, n: soft_margin_problem(params.C, n),
-        limits_rule=(f"fitted exactly (solver='exact', or n <= exact_max_n): max_n = "
-                     f"{SVC_EXACT_MAX_N['complete']:,} for labeling='complete', else "
-                     f"{SVC_EXACT_MAX_N['other']:,}; on a sample (the default solver='auto' with "
-                     f"exact_max_n at most that): {SVC_SAMPLED_MAX_N:,}"),
         notes={"large_n": f"the default solver='auto' fits a random sample of exact_max_n points "
                           f"and labels the rest by predict, up to {SVC_SAMPLED_MAX_N:,} points"},
     ),
@@ -198,13 +244,13 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         paper=("Valizadegan and Jin 2006, Generalized maximum margin clustering and "
                "unsupervised kernel learning (NIPS)"),
         labels="none",
-        queue="slow",
-        max_n=4_000,
-        timeout_seconds=1800,
         # Dense n x n matrices (timed by benchmarks/gmmc.py); kernel learning keeps
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
-        max_n_rule=lambda params: 1_500 if params.kernel_learning else 4_000,
-        limits_rule="max_n = 1,500 with kernel_learning, else 4,000",
+        limits=(
+            Limit(1_500, "slow", "kernel_learning=true", lambda p: p.kernel_learning),
+            Limit(4_000, "slow"),
+        ),
+        timeout_seconds=1800,
         # The paper's widths are fractions of the range of pairwise distances: two points have
         # one distance and no range.
         check_size=lambda params, n: (
@@ -222,17 +268,18 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper=f"{XU_2007}, chapters 3-4",
         labels="optional",
-        queue="slow",
-        max_n=sdp_mmc_max_n(2),
+        # Timed by benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank). Recursive
+        # bisection solves (3.5) on all points, then on ever smaller clusters: the two-class
+        # limits hold for it.
+        limits=(
+            Limit(MULTICLASS_MAX_N, "slow", "multiclass='joint' with n_clusters > 2",
+                  lambda p: p.n_clusters > 2 and p.multiclass == "joint"),
+            Limit(TWO_CLASS_MAX_N, "slow", "solver='scs' or 'clarabel'",
+                  lambda p: p.solver != "lowrank"),
+            Limit(LOWRANK_TWO_CLASS_MAX_N, "slow"),
+        ),
         timeout_seconds=1800,
         retry_safe=True,
-        # Limits from benchmarks/sdp_mmc.py (SCS) and benchmarks/sdp_solver.py (low-rank).
-        max_n_rule=lambda params: sdp_mmc_max_n(params.n_clusters, params.solver,
-                                                params.multiclass),
-        limits_rule=(f"max_n = {sdp_mmc_max_n(2)} on the low-rank solver (two clusters, or more "
-                     f"by multiclass='bisection'), {sdp_mmc_max_n(2, 'scs')} with "
-                     f"solver='scs' or 'clarabel', {sdp_mmc_max_n(3, multiclass='joint')} for "
-                     "multiclass='joint' with more than two clusters"),
         check_labels=lambda params, y: sdp_mmc_partial_labels_problem(
             params.n_clusters, params.multiclass, y, params.class_balance, params.size_band),
         notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
@@ -249,15 +296,13 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         paper=f"{XU_2007}, chapter 5",
         input_kind="sequences",
         labels="none",
-        queue="fast",
-        max_n=200_000,
-        timeout_seconds=1800,
         # max_n counts positions over all sequences. The exact SDP has positions x positions
         # matrices and 3 p2^2 pair constraints (5.27), so its cost grows steeply with positions.
-        queue_rule=lambda params: "slow" if params.method == "exact" else "fast",
-        max_n_rule=lambda params: 200 if params.method == "exact" else 200_000,
-        limits_rule="method='exact': queue slow, max_n 200 positions; otherwise queue fast, "
-                    "max_n 200,000 positions",
+        limits=(
+            Limit(200, "slow", "method='exact'", lambda p: p.method == "exact"),
+            Limit(200_000, "fast"),
+        ),
+        timeout_seconds=1800,
         check_sequences=lambda params, sequences: None if params.method != "exact" else (
             exact_relaxation_problem(sum(map(len, sequences)),
                                      sum(len(seq) - 1 for seq in sequences), params.n_states,
@@ -275,14 +320,13 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper=f"{XU_2007}, chapter 6",
         labels="required",
-        queue="slow",
-        max_n=50_000,
+        # The SDPs have an (n+1) x (n+1) matrix variable; ramp is a few libsvm fits, which scale
+        # like libsvm (benchmarks/robust_svm.py --timing-only).
+        limits=(
+            Limit(50_000, "fast", "method='ramp'", lambda p: p.method == "ramp"),
+            Limit(ROBUST_SDP_MAX_N, "slow"),
+        ),
         timeout_seconds=1800,
-        # The SDPs have an (n+1) x (n+1) matrix variable; ramp is a few libsvm fits.
-        queue_rule=lambda params: "fast" if params.method == "ramp" else "slow",
-        max_n_rule=lambda params: recommended_max_n(params.method),
-        limits_rule=f"method='ramp': queue fast, max_n {recommended_max_n('ramp'):,}; 'reh' and "
-                    f"'rod' (SDPs): queue slow, max_n {recommended_max_n('reh')}",
         check_labels=lambda params, y: (
             None if len(set(y)) == 2 else
             f"robust SVM is a binary classifier: y must hold exactly two classes, got "

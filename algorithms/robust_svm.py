@@ -737,14 +737,8 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_support_ = int(self.classifier_.n_support)
 
 
-# REH / ROD size limit (recommended_max_n says where it comes from).
+# REH / ROD size limit of the registry: the largest n whose fit stays well inside the job
+# timeout on a small, loaded machine. The SDPs run on the low-rank solver, fast on the factor of a
+# low-rank kernel but dense, and much slower, for a kernel of full rank (RBF), with ROD slower to
+# certify than REH (benchmarks/sdp_solver.py times them).
 SDP_MAX_N = 1000
-
-
-def recommended_max_n(method: str) -> int:
-    """Size limit: the largest ``n`` whose fit stays well inside the job timeout on a small,
-    loaded machine. The SDPs run on the low-rank solver, fast on the factor of a low-rank kernel
-    but dense, and much slower, for a kernel of full rank (RBF), with ROD slower
-    to certify than REH (``benchmarks/sdp_solver.py`` times them). ramp scales like libsvm
-    (``benchmarks/robust_svm.py --timing-only``)."""
-    return 50_000 if method == "ramp" else SDP_MAX_N

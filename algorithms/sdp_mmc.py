@@ -1006,20 +1006,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_support_ = self.classifier_.n_support
 
 
-def recommended_max_n(n_clusters: int, solver: str = "lowrank", multiclass: str = "bisection"
-                      ) -> int:
-    """Registry size limit: the largest ``n`` whose fit stays well inside the job timeout on a
-    small, loaded machine, with room for data with many support vectors (timed by
-    ``benchmarks/sdp_mmc.py`` for SCS and ``benchmarks/sdp_solver.py`` for the low-rank solver).
-    SCS's time grows steeply with ``n`` (one n x n and one (n+1) x (n+1) PSD cone), and the
-    multi-class program leaves room for the n x k blocks of larger k. Recursive bisection
-    (k > 2, ``multiclass="bisection"``) solves (3.5) on all points once and then on ever smaller
-    clusters, so it has the two-class limits."""
-    if n_clusters > 2 and multiclass == "joint":
-        return MULTICLASS_MAX_N
-    return LOWRANK_TWO_CLASS_MAX_N if solver == "lowrank" else TWO_CLASS_MAX_N
-
-
+# Size limits of the registry (algorithms/registry.py): the largest n whose fit stays well inside
+# the job timeout on a small, loaded machine, with room for data with many support vectors (timed
+# by benchmarks/sdp_mmc.py for SCS and benchmarks/sdp_solver.py for the low-rank solver). SCS's
+# time grows steeply with n (one n x n and one (n+1) x (n+1) PSD cone); the multi-class program
+# leaves room for the n x k blocks of larger k.
 TWO_CLASS_MAX_N = 400
 MULTICLASS_MAX_N = 300
 LOWRANK_TWO_CLASS_MAX_N = 2_000

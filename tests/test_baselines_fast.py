@@ -28,7 +28,8 @@ from tests.baselines import digit_subset, kmeans_error
 )
 def test_itersvr_beats_k_means_on_the_table_1_digits(digits, classes, margin):
     X, y = digit_subset(digits, classes)
-    labels = IterSVR(n_clusters=len(classes), random_state=0, **itersvr.PAPER_SETTING).fit(X).labels_
+    model = IterSVR(n_clusters=len(classes), random_state=0, **itersvr.PAPER_SETTING)
+    labels = model.fit(X).labels_
     baseline = kmeans_error(X, y, len(classes))
     assert clustering_error(y, labels) <= baseline - margin + 1e-9, baseline
 

@@ -20,8 +20,8 @@ from algorithms.base import (
 from algorithms.kernels import pairwise_kernel
 from algorithms.registry import get_spec
 from algorithms.sdp_mmc import (
-    SDPMMC,
     PAPER_SETTING,
+    SDPMMC,
     SDPMMCParams,
     _margin_objective_by_qp,
     median_heuristic_gamma,

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from sklearn.datasets import make_blobs
 
-from algorithms.registry import REGISTRY
+from algorithms.registry import REGISTRY, Limit
 from service.app import create_app
 from service.inputs import prepare_job_input
 from service.problems import ProblemError
@@ -64,13 +64,14 @@ def test_sequence_algorithms_take_sequences_only():
 
 
 def test_size_limit_names_the_alternative_from_the_spec_notes():
-    spec = dataclasses.replace(BASE, max_n=3, notes={"alternative": "use cpm3c for large n"})
+    spec = dataclasses.replace(BASE, limits=(Limit(3),),
+                               notes={"alternative": "use cpm3c for large n"})
     problem = refused(spec, data(X=POINTS), "max_n=3", "use cpm3c for large n")
     assert problem.errors[0]["type"] == "too_many_points"
 
 
 def test_queue_and_limit_follow_the_spec_rules():
-    spec = dataclasses.replace(BASE, queue_rule=lambda p: "slow", max_n_rule=lambda p: 2)
+    spec = dataclasses.replace(BASE, limits=(Limit(2, "slow"),))
     assert spec.queue_for(PARAMS) == "slow"
     refused(spec, data(X=POINTS), "max_n=2")
 
