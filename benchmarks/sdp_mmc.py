@@ -31,7 +31,7 @@ from sklearn.svm import SVC
 
 from algorithms.base import balance_limit, balanced_signs, clustering_error, psd_factor
 from algorithms.kernels import pairwise_kernel
-from algorithms.sdp_mmc import SDPMMC, PAPER_SETTING
+from algorithms.sdp_mmc import PAPER_SETTING, SDPMMC
 from algorithms.selection.margin import margin_kernel, two_class_margin_objective
 from benchmarks.gmmc import two_circles, two_gaussians
 
