@@ -125,3 +125,20 @@ def test_a_model_stored_with_old_names_loads_without_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         loaded = CPM3C.from_model(old_meta, arrays)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+def test_the_api_accepts_old_names_and_records_the_new_ones(service_url):
+    import httpx
+
+    from tests.helpers import submit_job, wait_for_job
+
+    X = np.vstack([np.zeros((10, 2)), np.ones((10, 2)) * 5]) + np.linspace(0, 0.5, 20)[:, None]
+    job = submit_job(service_url, {
+        "algorithm": {"name": "sdp_mmc", "params": {"beta": 0.01, "solver": "cvxpy",
+                                                    "random_state": 0}},
+        "data": {"X": X.tolist()}})
+    params = job["algorithm"]["params"]
+    assert params["C"] == 100.0 and params["solver"] == "scs" and "beta" not in params
+    assert wait_for_job(service_url, job["id"])["status"] == "succeeded"
+    described = {a["name"]: a for a in httpx.get(f"{service_url}/v1/algorithms").json()}
+    assert described["cpm3c"]["paper"].startswith("Zhao, Wang and Zhang 2008")
