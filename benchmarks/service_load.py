@@ -37,8 +37,8 @@ from sklearn.datasets import make_blobs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from core.queues import QUEUE_NAMES, get_queue  # noqa: E402
 from service import processes  # noqa: E402
-from worker.queues import QUEUE_NAMES, get_queue  # noqa: E402
 
 
 def job_payload(seed: int) -> dict:

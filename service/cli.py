@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from worker.queues import QUEUE_NAMES
+from core.queues import QUEUE_NAMES
 
 # -- serve ----------------------------------------------------------------------------------------
 
@@ -89,9 +89,9 @@ def worker_child(queue: str, index: int, env: dict[str, str]):
     from redis import Redis
     from rq import Worker
 
+    from core.queues import SERIALIZER
     from service import processes
     from service.supervisor import Child
-    from worker.queues import SERIALIZER
 
     name = f"worker-{queue}-{index}"
 

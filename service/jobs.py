@@ -17,13 +17,13 @@ from rq.job import Callback, Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
+from core.queues import RUN_JOB, SERIALIZER, get_queue
 from service import metrics
 from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
 from service.settings import Settings
 from service.stores import FINAL_STATUSES, Keys, Stores, new_id
 from service.webhooks import schedule, tenant_secret, url_problem
-from worker.queues import RUN_JOB, SERIALIZER, get_queue
 
 
 def iso_time(timestamp: float | None) -> str | None:

@@ -239,7 +239,7 @@ def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
         return
     from rq import Retry
 
-    from worker.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
+    from core.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
 
     msg_id, body = event(record)
     retries = settings.webhook_max_attempts - 1

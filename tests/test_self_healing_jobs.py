@@ -24,10 +24,10 @@ from redis import Redis
 from rq.job import Job
 from sklearn.datasets import make_blobs
 
+from core.queues import SERIALIZER
 from service.settings import Settings
 from service.stores import Keys, Stores, new_id
 from tests.hardening import Deployment, several_seconds
-from worker.queues import SERIALIZER
 
 HEARTBEAT = 2
 MEMORY_MB = 50

@@ -5,10 +5,10 @@ from fastapi.responses import PlainTextResponse
 from redis.exceptions import RedisError
 from rq import Worker
 
+from core.queues import QUEUE_NAMES, get_queue
 from service.problems import ProblemError
 from service.schemas import Readiness
 from service.supervisor import RESTARTS_KEY
-from worker.queues import QUEUE_NAMES, get_queue
 
 router = APIRouter(tags=["health"])
 

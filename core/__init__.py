@@ -1,0 +1,1 @@
+"""What the API (``service``) and the workers (``worker``) share."""
