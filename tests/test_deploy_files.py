@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.queues import QUEUE_NAMES
-from service.cli import build_parser
+from mmc.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
