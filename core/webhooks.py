@@ -227,7 +227,7 @@ def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes
     return "delivered" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
-def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
+def schedule(redis: Redis, settings: Settings, record: dict[str, Any] | None) -> None:
     """Queue the final-status event of a job for delivery, off the job's worker: the event is
     an RQ job on the ``webhooks`` queue (persisted in Redis, served by every worker after its job
     queues) and each failed attempt is retried by RQ's scheduler after a doubling interval, so a
