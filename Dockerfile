@@ -9,8 +9,10 @@ ENV PATH=/opt/venv/bin:$PATH PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY algorithms ./algorithms
+COPY core ./core
 COPY service ./service
 COPY worker ./worker
+COPY mmc ./mmc
 COPY mmc_client ./mmc_client
 RUN pip install --upgrade pip && pip install -c constraints.txt .
 

@@ -23,9 +23,11 @@ worker: install
 test: install
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 openapi: install
 	$(BIN)/python -m service.openapi_export

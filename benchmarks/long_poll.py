@@ -27,7 +27,7 @@ from sklearn.datasets import make_blobs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import processes  # noqa: E402
+from mmc import processes  # noqa: E402
 
 
 def epoch(iso: str) -> float:

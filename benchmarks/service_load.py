@@ -37,8 +37,8 @@ from sklearn.datasets import make_blobs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service import processes  # noqa: E402
-from worker.queues import QUEUE_NAMES, get_queue  # noqa: E402
+from core.queues import QUEUE_NAMES, get_queue  # noqa: E402
+from mmc import processes  # noqa: E402
 
 
 def job_payload(seed: int) -> dict:
@@ -120,7 +120,7 @@ def serve_ready_ms(tmp: Path) -> float:
                                   if d and not (Path(d) / "redis-server").exists())
     env["PYTHONPATH"] = str(ROOT)
     started = time.perf_counter()
-    serve = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+    serve = subprocess.Popen([sys.executable, "-m", "mmc.cli", "serve", "--port", str(port),
                               "--data-dir", str(tmp / "serve")], env=env, cwd=tmp,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)

@@ -14,6 +14,8 @@ from redis.retry import Retry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from algorithms.registry import REGISTRY
+from core.settings import Settings, get_settings
+from core.stores import Stores
 from service.deps import hashed_keys
 from service.jobs import JobService
 from service.json_body import add_component_schemas
@@ -24,8 +26,6 @@ from service.model_cache import ModelCache
 from service.problems import Problem, install_problem_handlers, send_problem
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import PredictRequest, build_job_request_model
-from service.settings import Settings, get_settings
-from service.stores import Stores
 
 DESCRIPTION = """Maximum margin clustering as a service.
 

@@ -12,8 +12,8 @@ import hmac
 from fastapi import Request
 from fastapi.security import APIKeyHeader, HTTPBearer
 
+from core.settings import parse_pairs
 from service.problems import ProblemError
-from service.settings import parse_pairs
 
 OPEN_TENANT = "anonymous"
 

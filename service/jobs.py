@@ -6,31 +6,25 @@ import contextlib
 import hashlib
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 from redis import Redis
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq.job import Callback, Job, JobStatus
+from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
-from service import metrics
+from core import metrics
+from core.jobs import enqueue, lost_job
+from core.keys import Keys
+from core.queues import SERIALIZER
+from core.settings import Settings
+from core.stores import FINAL_STATUSES, Stores, new_id
+from core.webhooks import schedule, tenant_secret, url_problem
 from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
-from service.settings import Settings
-from service.stores import FINAL_STATUSES, Keys, Stores, new_id
-from service.webhooks import schedule, tenant_secret, url_problem
-from worker.queues import RUN_JOB, SERIALIZER, get_queue
-
-
-def iso_time(timestamp: float | None) -> str | None:
-    """Epoch seconds as the API writes every time: ISO 8601 UTC with a ``Z``."""
-    if timestamp is None:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
 
 
 def request_hash(request: Any) -> str:
@@ -203,94 +197,3 @@ class JobService:
         final = self.get(job_id, owner)
         schedule(self.redis, self.settings, final)
         return final
-
-
-def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=None) -> None:
-    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue; on the caller's
-    transaction ``pipeline`` (executed by the caller) when given."""
-    get_queue(record["queue"], redis).enqueue_call(
-        RUN_JOB, args=(record["id"],), job_id=record["rq_job_id"],
-        timeout=record["timeout_seconds"], result_ttl=600, failure_ttl=settings.job_ttl_seconds,
-        on_failure=Callback("worker.tasks.on_failure"), pipeline=pipeline,
-    )
-
-
-def record_id(rq_job_id: str) -> str:
-    """The service's job id of an RQ job id (a retry's RQ id is ``<job id>-<attempt>``)."""
-    base, sep, tail = rq_job_id.rpartition("-")
-    return base if sep and tail.isdigit() and len(base) == 32 else rq_job_id
-
-
-def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
-             error_type: str = "WorkerError", expected_rq_id: str | None = None) -> str | None:
-    """A running (or dequeued) job lost its worker: re-queue it as a new attempt when its
-    algorithm is retry-safe and attempts remain (``MMC_RETRY_LOST_JOBS``), else fail it with
-    ``reason``. Returns the new status, or ``None`` if the job had already moved on."""
-    stores = Stores(redis, settings)
-    record = stores.jobs.get(job_id)
-    if record is None or record["status"] not in ("queued", "running"):
-        return None
-    rq_id = record.get("rq_job_id") or job_id
-    if expected_rq_id is not None and expected_rq_id != rq_id:
-        return None  # a report about an earlier attempt
-    attempt = int(record.get("attempt") or 1)
-    try:
-        retry_safe = get_spec(record["algorithm"]).retry_safe
-    except KeyError:
-        retry_safe = False
-    if retry_safe and attempt <= settings.retry_lost_jobs:
-        new_rq_id = f"{job_id}-{attempt + 1}"
-        moved = stores.jobs.transition(
-            job_id, (record["status"],), fence=rq_id, status="queued", attempt=attempt + 1,
-            rq_job_id=new_rq_id, started_at=None,
-            progress={"step": 0, "objective": None, "updated_at": time.time(),
-                      "message": f"re-queued (attempt {attempt + 1}): {reason}"})
-        if moved:
-            enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
-            metrics.record(redis, "mmc_jobs_lost_total",
-                           algorithm=record.get("algorithm", "unknown"), action="requeued")
-            return "queued"
-        return None
-    moved = stores.jobs.transition(
-        job_id, ("queued", "running"), fence=rq_id, status="failed", finished_at=time.time(),
-        error={"type": error_type, "message": reason})
-    if not moved:
-        return None
-    algorithm = record.get("algorithm", "unknown")
-    metrics.record(redis, "mmc_jobs_lost_total", algorithm=algorithm, action="failed")
-    metrics.job_finished(redis, algorithm, "failed")
-    schedule(redis, settings, stores.jobs.get(job_id))
-    return "failed"
-
-
-def render_job(record: dict[str, Any]) -> dict[str, Any]:
-    job_id = record["id"]
-    timing = dict(record.get("timing") or {})
-    links = {"self": f"/v1/jobs/{job_id}", "result": f"/v1/jobs/{job_id}/result"}
-    if record.get("model_id"):
-        links["model"] = f"/v1/models/{record['model_id']}"
-    if record["status"] == "succeeded":
-        links["plot"] = f"/v1/jobs/{job_id}/plot"
-        links["labels"] = f"/v1/jobs/{job_id}/labels.csv"
-    return {
-        "id": job_id,
-        "status": record["status"],
-        "algorithm": {"name": record["algorithm"], "params": record["params"]},
-        "queue": record["queue"],
-        "n_samples": record["n_samples"],
-        "n_features": record.get("n_features"),
-        "progress": {**(record.get("progress") or {}),
-                     "updated_at": iso_time((record.get("progress") or {}).get("updated_at"))},
-        "timing": {
-            "queued_at": iso_time(record.get("queued_at")),
-            "started_at": iso_time(record.get("started_at")),
-            "finished_at": iso_time(record.get("finished_at")),
-            "fit_seconds": record.get("fit_seconds"),
-            "load_seconds": timing.get("load_seconds"),
-            "store_seconds": timing.get("store_seconds"),
-            "plot_seconds": timing.get("plot_seconds"),
-        },
-        "error": record.get("error"),
-        "model_id": record.get("model_id"),
-        "links": links,
-    }

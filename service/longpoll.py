@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from service.stores import FINAL_STATUSES, Keys
+from core.keys import Keys
+from core.stores import FINAL_STATUSES
 
 MAX_WAIT_SECONDS = 60
 # A waiting request looks up this often whether its caller is still there, so a closed

@@ -1,10 +1,8 @@
-"""Prometheus text exposition aggregated in Redis, so every API process and every worker adds to
-one set of counters and a scrape of any API process reports the same totals.
+"""The API process's request metrics and the Prometheus text exposition of ``GET /metrics``.
 
 An API process counts requests locally (no Redis call on the request path) and a daemon thread
-adds the deltas to the hash ``mmc:metrics`` every second; a scrape first flushes its own process.
-Workers add job outcomes, fit seconds, lost jobs and webhook deliveries directly (rare events).
-Queue depths and worker counts are read from Redis at scrape time.
+adds the deltas to the shared hash of :mod:`core.metrics` every second; a scrape first flushes
+its own process. Queue depths and worker counts are read from Redis at scrape time.
 """
 
 from __future__ import annotations
@@ -17,75 +15,12 @@ from collections import defaultdict
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.metrics import FAMILIES, REDIS_KEY, Labels, add_deltas, histogram_deltas
+
 log = logging.getLogger(__name__)
 
-REDIS_KEY = "mmc:metrics"
 FLUSH_SECONDS = 1.0
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
-FIT_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
-
-# name -> (type, help); histograms are stored as their _bucket/_count/_sum series.
-FAMILIES = {
-    "mmc_http_requests_total": ("counter", "HTTP requests by method, route and status."),
-    "mmc_http_request_seconds": ("histogram", "Request latency by route."),
-    "mmc_jobs_created_total": ("counter", "Jobs accepted by algorithm."),
-    "mmc_jobs_finished_total": ("counter", "Jobs that reached a final status, by algorithm and "
-                                           "outcome (succeeded, failed, canceled)."),
-    "mmc_job_fit_seconds": ("histogram", "Fit time of succeeded jobs by algorithm."),
-    "mmc_jobs_lost_total": ("counter", "Jobs whose worker died, by algorithm and action "
-                                       "(requeued, failed)."),
-    "mmc_webhook_deliveries_total": ("counter", "Job callbacks by outcome (delivered, failed "
-                                                "after every attempt, refused by the SSRF guard, "
-                                                "no_secret for the tenant)."),
-}
-
-Labels = tuple[tuple[str, str], ...]
-
-
-def _field(name: str, labels: Labels) -> str:
-    return json.dumps([name, list(labels)])
-
-
-def _histogram_deltas(name: str, labels: dict[str, str], value: float, buckets
-                      ) -> list[tuple[str, Labels, float]]:
-    base = tuple(sorted(labels.items()))
-    deltas = [(f"{name}_bucket", (*base, ("le", str(bound))), 1.0)
-              for bound in buckets if value <= bound]
-    deltas.append((f"{name}_bucket", (*base, ("le", "+Inf")), 1.0))
-    deltas.append((f"{name}_count", base, 1.0))
-    deltas.append((f"{name}_sum", base, value))
-    return deltas
-
-
-def _add(redis: Redis, deltas) -> None:
-    with redis.pipeline(transaction=False) as pipe:
-        for name, labels, amount in deltas:
-            pipe.hincrbyfloat(REDIS_KEY, _field(name, labels), amount)
-        pipe.execute()
-
-
-def record(redis: Redis, name: str, amount: float = 1.0, **labels: str) -> None:
-    """Add to a counter now (workers; never raises: metrics must not fail a job)."""
-    try:
-        _add(redis, [(name, tuple(sorted(labels.items())), amount)])
-    except RedisError as exc:
-        log.warning("metric %s not recorded: %s", name, exc)
-
-
-def observe(redis: Redis, name: str, value: float, buckets=FIT_BUCKETS, **labels: str) -> None:
-    """Add one observation to a histogram now (workers; never raises)."""
-    try:
-        _add(redis, _histogram_deltas(name, labels, value, buckets))
-    except RedisError as exc:
-        log.warning("metric %s not recorded: %s", name, exc)
-
-
-def job_finished(redis: Redis, algorithm: str, outcome: str,
-                 fit_seconds: float | None = None) -> None:
-    """A job reached ``outcome``; a succeeded one adds its fit time to the histogram."""
-    record(redis, "mmc_jobs_finished_total", algorithm=algorithm, outcome=outcome)
-    if outcome == "succeeded" and fit_seconds is not None:
-        observe(redis, "mmc_job_fit_seconds", float(fit_seconds), algorithm=algorithm)
 
 
 class Metrics:
@@ -109,8 +44,8 @@ class Metrics:
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self._count([("mmc_http_requests_total", (("method", method), ("route", route),
                                                   ("status", str(status))), 1.0),
-                     *_histogram_deltas("mmc_http_request_seconds", {"route": route}, seconds,
-                                        REQUEST_BUCKETS)])
+                     *histogram_deltas("mmc_http_request_seconds", {"route": route}, seconds,
+                                       REQUEST_BUCKETS)])
 
     def job_created(self, algorithm: str) -> None:
         self._count([("mmc_jobs_created_total", (("algorithm", algorithm),), 1.0)])
@@ -121,7 +56,8 @@ class Metrics:
         if not deltas:
             return
         try:
-            _add(self.redis, [(name, labels, amount) for (name, labels), amount in deltas.items()])
+            add_deltas(self.redis, [(name, labels, amount)
+                                    for (name, labels), amount in deltas.items()])
         except RedisError:
             with self._lock:  # keep them for the next flush
                 for key, amount in deltas.items():

@@ -8,7 +8,7 @@ from typing import Any
 
 from algorithms.base import npz_bytes_to_arrays
 from algorithms.registry import model_from_export
-from service.stores import ModelStore
+from core.stores import ModelStore
 
 
 class ModelCache:

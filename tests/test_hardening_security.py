@@ -73,7 +73,7 @@ def test_the_scanner_catches_what_it_looks_for(tmp_path):
 
 
 def test_rq_jobs_are_json_in_redis(service_url, redis_url):
-    from worker.queues import SERIALIZER, get_queue
+    from core.queues import SERIALIZER, get_queue
 
     redis = Redis.from_url(redis_url)
     assert SERIALIZER is JSONSerializer

@@ -13,9 +13,9 @@ import pytest
 from redis import Redis
 from sklearn.datasets import make_blobs
 
+from core.settings import Settings
 from service import deps
 from service.app import create_app
-from service.settings import Settings
 from tests.hardening import Deployment
 
 KEYS = {"acme": "acme-secret-key-1", "globex": "globex-secret-key-2"}

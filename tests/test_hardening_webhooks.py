@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 from redis import Redis
 from sklearn.datasets import make_blobs
 
-from service import webhooks
+from core import webhooks
+from core.settings import Settings
 from service.app import create_app
-from service.settings import Settings
 from tests.hardening import Deployment
 
 KEY = b"0123456789abcdef0123456789abcdef"

@@ -24,10 +24,11 @@ from redis import Redis
 from rq.job import Job
 from sklearn.datasets import make_blobs
 
-from service.settings import Settings
-from service.stores import Keys, Stores, new_id
+from core.keys import Keys
+from core.queues import SERIALIZER
+from core.settings import Settings
+from core.stores import Stores, new_id
 from tests.hardening import Deployment, several_seconds
-from worker.queues import SERIALIZER
 
 HEARTBEAT = 2
 MEMORY_MB = 50
@@ -314,7 +315,7 @@ def test_a_model_lives_a_month_only_once_its_job_kept_it(deployment, redis):
     """What a work horse killed by a cancel between storing its model and its fenced step left:
     a model of a canceled job for 30 days (5 of 19 cancels in a fuzzing run). The model is
     stored provisionally, and the fenced step that records success gives it its lifetime."""
-    from service.stores import PROVISIONAL_MODEL_SECONDS
+    from core.stores import PROVISIONAL_MODEL_SECONDS
 
     stores = Stores(redis, Settings(redis_url=deployment.redis_url))
     job_id = new_id()

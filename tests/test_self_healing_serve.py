@@ -20,7 +20,7 @@ import httpx
 import pytest
 from sklearn.datasets import make_blobs
 
-from service import processes
+from mmc import processes
 from tests.conftest import ROOT
 from tests.hardening import several_seconds
 
@@ -45,7 +45,7 @@ class Serve:
         })
         full_env.update(env or {})
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", "mmc.cli", "serve", "--port", str(self.port),
              "--data-dir", str(tmp / "data"), *args],
             env=full_env, cwd=tmp, stdout=open(self.log_path, "wb"),  # noqa: SIM115
             stderr=subprocess.STDOUT, start_new_session=True)
@@ -222,7 +222,7 @@ def test_child_crashing_at_start_is_given_up_on_with_a_message(tmp_path):
         # The API's port is already in use: uvicorn exits at start, every time.
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        command = [sys.executable, "-m", "service.cli", "serve",
+        command = [sys.executable, "-m", "mmc.cli", "serve",
                    "--port", str(taken.getsockname()[1]), "--data-dir", str(tmp_path / "data"),
                    "--max-quick-crashes", "2"]
         result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,

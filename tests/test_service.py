@@ -348,8 +348,8 @@ def test_health_readiness_and_metrics(service_url):
 def test_failure_callback_marks_a_timed_out_job_failed(redis_url):
     from rq.timeouts import JobTimeoutException
 
-    from service.settings import Settings
-    from service.stores import JobStore
+    from core.settings import Settings
+    from core.stores import JobStore
     from worker.tasks import on_failure
 
     redis = Redis.from_url(redis_url)

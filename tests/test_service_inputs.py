@@ -15,10 +15,10 @@ from redis import Redis
 from sklearn.datasets import make_blobs
 
 from algorithms.registry import REGISTRY, Limit
+from core.settings import Settings
 from service.app import create_app
 from service.inputs import prepare_job_input
 from service.problems import ProblemError
-from service.settings import Settings
 
 BASE = REGISTRY["itersvr"]
 PARAMS = BASE.parse_params({})

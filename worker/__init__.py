@@ -1,1 +1,4 @@
-"""worker package."""
+"""The RQ worker: the job and webhook tasks, the worker entry point, the sweeper, the plots.
+
+It reads and writes job records through :mod:`core` and never imports the API.
+"""

@@ -11,10 +11,10 @@ from rq import Worker
 import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
 from algorithms.dual_qp import compiled_smo
 from algorithms.lowrank_sdp import compiled_active_set, compiled_lbfgs
-from service.jobs import lost_job, record_id
-from service.settings import get_settings
+from core.jobs import lost_job, record_id
+from core.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
+from core.settings import get_settings
 from worker.plots import warm_up
-from worker.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from worker.sweeper import Sweeper
 
 

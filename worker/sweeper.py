@@ -33,10 +33,11 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.utils import current_timestamp
 
-from service.jobs import enqueue, lost_job
-from service.settings import Settings
-from service.stores import Keys, Stores
-from worker.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
+from core.jobs import enqueue, lost_job
+from core.keys import Keys
+from core.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
+from core.settings import Settings
+from core.stores import Stores
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,12 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
-from service.jobs import lost_job, record_id
-from service.metrics import job_finished
-from service.settings import get_settings
-from service.stores import Keys, Stores
-from service.webhooks import schedule
+from core.jobs import lost_job, record_id
+from core.keys import Keys
+from core.metrics import job_finished
+from core.settings import get_settings
+from core.stores import Stores
+from core.webhooks import schedule
 from worker import memory
 from worker.plots import job_plot
 

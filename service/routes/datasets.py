@@ -6,9 +6,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from core.records import iso_time
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
-from service.jobs import iso_time
 from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource

@@ -5,10 +5,10 @@ from fastapi.responses import PlainTextResponse
 from redis.exceptions import RedisError
 from rq import Worker
 
+from core.keys import Keys
+from core.queues import QUEUE_NAMES, get_queue
 from service.problems import ProblemError
 from service.schemas import Readiness
-from service.supervisor import RESTARTS_KEY
-from worker.queues import QUEUE_NAMES, get_queue
 
 router = APIRouter(tags=["health"])
 
@@ -61,7 +61,7 @@ def metrics(request: Request):
         gauges["mmc_redis_up"] = [({}, 1.0)]
         gauges["mmc_process_restarts"] = [
             ({"process": name.decode()}, float(count))
-            for name, count in sorted(redis.hgetall(RESTARTS_KEY).items())]
+            for name, count in sorted(redis.hgetall(Keys.process_restarts()).items())]
     except RedisError:
         gauges["mmc_redis_up"] = [({}, 0.0)]
     cache = state.model_cache

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from core.records import render_job
 from service.deps import api_key_header, bearer, owner
-from service.jobs import render_job
 from service.json_body import json_body_openapi, parse_model, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import ProblemError, header, links, problem_responses

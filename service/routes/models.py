@@ -7,9 +7,9 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from core.records import iso_time
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
-from service.jobs import iso_time
 from service.json_body import json_body_openapi, parse_model, read_json_payload
 from service.problems import ProblemError, field_error, problem_responses
 from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse

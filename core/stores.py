@@ -1,6 +1,6 @@
 """Redis records: datasets, jobs, results, models and idempotency keys.
 
-One small class per kind of record, each with its TTL, and every key name in :class:`Keys`.
+One small class per kind of record, each with its TTL; every key name is in :mod:`core.keys`.
 Values are JSON strings and ``.npz`` bytes (loaded with ``allow_pickle=False``): nothing read from
 Redis is unpickled. Imported by the API and by the worker, so no web framework here.
 """
@@ -18,66 +18,11 @@ import numpy as np
 from redis import Redis
 
 from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
-from service.settings import Settings
+from core.keys import Keys
+from core.settings import Settings
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
 FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
-
-
-class Keys:
-    """All Redis key names of the service (RQ keeps its own under ``rq:``)."""
-
-    prefix = "mmc"
-
-    @classmethod
-    def dataset(cls, dataset_id: str) -> str:
-        return f"{cls.prefix}:dataset:{dataset_id}"
-
-    @classmethod
-    def job(cls, job_id: str) -> str:
-        return f"{cls.prefix}:job:{job_id}"
-
-    @classmethod
-    def job_input(cls, job_id: str) -> str:
-        return f"{cls.prefix}:job:{job_id}:input"
-
-    @classmethod
-    def result(cls, job_id: str) -> str:
-        return f"{cls.prefix}:result:{job_id}"
-
-    @classmethod
-    def model(cls, model_id: str) -> str:
-        return f"{cls.prefix}:model:{model_id}"
-
-    @classmethod
-    def owner_jobs(cls, owner: str) -> str:
-        return f"{cls.prefix}:jobs:{owner}"
-
-    @classmethod
-    def active_prefix(cls) -> str:
-        return f"{cls.prefix}:active:"
-
-    @classmethod
-    def active(cls, owner: str) -> str:
-        return f"{cls.active_prefix()}{owner}"
-
-    @classmethod
-    def job_alive(cls, job_id: str) -> str:
-        return f"{cls.prefix}:job:{job_id}:alive"
-
-    @classmethod
-    def job_events(cls, job_id: str) -> str:
-        """Pub/sub channel announcing each status change of a job (long polling listens)."""
-        return f"{cls.prefix}:job:{job_id}:events"
-
-    @classmethod
-    def plot(cls, job_id: str) -> str:
-        return f"{cls.prefix}:plot:{job_id}"
-
-    @classmethod
-    def idempotency(cls, owner: str, key: str) -> str:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        return f"{cls.prefix}:idempotency:{owner}:{digest}"
 
 
 def new_id() -> str:

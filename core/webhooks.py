@@ -27,9 +27,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from redis import Redis
+from rq import Retry
 
-from service import metrics
-from service.settings import Settings, parse_pairs
+from core import metrics
+from core.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
+from core.records import render_job
+from core.settings import Settings, parse_pairs
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +145,6 @@ def url_problem(url: str, allow_private: bool) -> str | None:
 
 def event(record: dict[str, Any]) -> tuple[str, bytes]:
     """``(webhook id, body)`` of the final-status event of a job record."""
-    from service.jobs import render_job
-
     body = {"type": f"job.{record['status']}",
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "data": render_job(record)}
@@ -183,11 +184,12 @@ def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
         if attempt < settings.webhook_max_attempts:
             sleep(delay)
             delay *= 2
-    _count(settings, final)
+    count(settings, final)
     return final == "delivered"
 
 
-def _count(settings: Settings, outcome: str) -> None:
+def count(settings: Settings, outcome: str) -> None:
+    """Count a delivery's final ``outcome`` in ``mmc_webhook_deliveries_total``."""
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
     try:
         metrics.record(redis, "mmc_webhook_deliveries_total", outcome=outcome)
@@ -225,11 +227,7 @@ def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes
     return "delivered" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
-class DeliveryError(Exception):
-    """A delivery attempt failed; RQ schedules the next one (``Retry``)."""
-
-
-def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
+def schedule(redis: Redis, settings: Settings, record: dict[str, Any] | None) -> None:
     """Queue the final-status event of a job for delivery, off the job's worker: the event is
     an RQ job on the ``webhooks`` queue (persisted in Redis, served by every worker after its job
     queues) and each failed attempt is retried by RQ's scheduler after a doubling interval, so a
@@ -237,10 +235,6 @@ def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
     receiver never holds a job's worker between attempts."""
     if not record or not record.get("callback_url"):
         return
-    from rq import Retry
-
-    from worker.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
-
     msg_id, body = event(record)
     retries = settings.webhook_max_attempts - 1
     intervals = [math.ceil(min(settings.webhook_backoff_seconds * 2**i, 3600))
@@ -251,27 +245,4 @@ def schedule(redis, settings: Settings, record: dict[str, Any] | None) -> None:
         failure_ttl=settings.job_ttl_seconds,
         job_timeout=int(settings.webhook_timeout_seconds) + 30,
         retry=Retry(max=retries, interval=intervals) if retries else None)
-
-
-def deliver_event(owner: str, url: str, msg_id: str, body: str) -> str:
-    """The RQ task of one delivery attempt; raises to have RQ retry it."""
-    from service.settings import get_settings
-
-    settings = get_settings()
-    outcome = post_once(settings, owner, url, msg_id, body.encode())
-    if outcome in ("delivered", "refused", "no_secret"):
-        _count(settings, outcome)
-        return outcome
-    log.warning("event %s: delivery failed (%s)", msg_id, outcome)
-    if job_is_last_attempt():
-        _count(settings, "failed")
-    raise DeliveryError(f"{msg_id}: {outcome}")
-
-
-def job_is_last_attempt() -> bool:
-    """Whether the current RQ job has no retry left (its failure is final)."""
-    from rq import get_current_job
-
-    job = get_current_job()
-    return job is None or not job.retries_left
 

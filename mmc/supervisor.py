@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.keys import Keys
+
 # Hash of restart counts by child name; read by GET /metrics.
-RESTARTS_KEY = "mmc:supervisor:restarts"
+RESTARTS_KEY = Keys.process_restarts()
 
 
 class GaveUpError(Exception):

@@ -22,8 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from redis import Redis
+from rq import Worker
 
-from worker.queues import QUEUE_NAMES
+from core.queues import QUEUE_NAMES, SERIALIZER
+from core.settings import Settings
+from mmc import processes
+from mmc.supervisor import Child, GaveUpError, Supervisor, say
+
+# The packages a command runs (the solvers, the web app, the worker, the client) are imported
+# inside that command's function: each one costs seconds at start-up, and ``mmc predict`` needs
+# none of the web stack while ``mmc serve``'s parent process needs none of the solvers.
 
 # -- serve ----------------------------------------------------------------------------------------
 
@@ -31,10 +40,7 @@ from worker.queues import QUEUE_NAMES
 def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_workers: int = 1,
           *, grace_seconds: float = 30.0, max_quick_crashes: int = 5) -> int:
     """Start everything and supervise it: a child that dies is restarted (see
-    :mod:`service.supervisor`); Ctrl-C or SIGTERM stops everything in order."""
-    from service import processes
-    from service.supervisor import Child, GaveUpError, Supervisor, say
-
+    :mod:`mmc.supervisor`); Ctrl-C or SIGTERM stops everything in order."""
     env = dict(os.environ)
     children: list[Child] = []
     if "MMC_REDIS_URL" not in os.environ:
@@ -86,13 +92,6 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
 def worker_child(queue: str, index: int, env: dict[str, str]):
     """A supervised worker whose RQ registration is removed when it dies, so ``/readyz`` counts
     only live workers (RQ would keep a SIGKILLed one listed until its key expires)."""
-    from redis import Redis
-    from rq import Worker
-
-    from service import processes
-    from service.supervisor import Child
-    from worker.queues import SERIALIZER
-
     name = f"worker-{queue}-{index}"
 
     def rq_name(child: Child) -> str:
@@ -116,9 +115,6 @@ def worker_child(queue: str, index: int, env: dict[str, str]):
 def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:
     """Jobs that were still running on the stopped workers end failed or are re-queued (a
     retry-safe one runs again at the next start) instead of waiting for the sweeper."""
-    from redis import Redis
-
-    from service.settings import Settings
     from worker.sweeper import settle_jobs_of_workers
 
     settings = Settings(redis_url=env["MMC_REDIS_URL"])

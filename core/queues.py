@@ -1,0 +1,22 @@
+"""RQ queues of the service: names, JSON serialization everywhere, tasks by dotted name."""
+
+from __future__ import annotations
+
+from redis import Redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+# The values of algorithms.registry.QueueName, spelled out so that naming a queue imports no
+# solver (a test checks that they agree); tasks are named, not imported, so that the API enqueues
+# them without importing the worker.
+QUEUE_NAMES: tuple[str, ...] = ("fast", "slow")
+SERIALIZER = JSONSerializer
+RUN_JOB = "worker.tasks.run_job"
+ON_JOB_FAILURE = "worker.tasks.on_failure"
+# Webhook deliveries: served by every worker after its job queues (see worker.main).
+WEBHOOK_QUEUE = "webhooks"
+DELIVER_EVENT = "worker.deliveries.deliver_event"
+
+
+def get_queue(name: str, connection: Redis) -> Queue:
+    return Queue(name, connection=connection, serializer=SERIALIZER)

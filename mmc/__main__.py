@@ -1,0 +1,5 @@
+import sys
+
+from mmc.cli import main
+
+sys.exit(main())
