@@ -49,7 +49,10 @@ class Deployment:
         self.api_log = tmp / "api.log"
         self.api = processes.start_api("127.0.0.1", self.port, self.env,
                                        log_file=open(self.api_log, "wb"))  # noqa: SIM115
-        processes.wait_ready(self.url, timeout=60, processes=[self.api, *self.workers])
+        if workers:
+            processes.wait_ready(self.url, timeout=60, processes=[self.api, *self.workers])
+        else:  # /readyz wants a worker on every queue: wait for the API alone
+            wait_healthy(self.url, timeout=60, process=self.api)
 
     def add_worker(self) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115
@@ -86,6 +89,18 @@ class Deployment:
                 except subprocess.TimeoutExpired:
                     os.killpg(worker.pid, signal.SIGKILL)
         processes.stop(self.redis)
+
+
+def wait_healthy(url: str, timeout: float, process: subprocess.Popen) -> None:
+    """Poll ``/healthz`` until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert process.poll() is None, f"the API exited with {process.returncode}"
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/healthz", timeout=2.0).status_code == 200:
+                return
+        assert time.monotonic() < deadline, f"{url} not healthy after {timeout} s"
+        time.sleep(0.05)
 
 
 class SharedApi:

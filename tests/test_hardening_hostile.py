@@ -32,10 +32,11 @@ def deployment(service_env, service_workers, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory):
-    """A deployment whose Redis the tests push into OOM and READONLY: its RQ worker dies of
-    that (a worker-supervision matter), so these tests keep away from ``deployment``."""
+    """A deployment whose Redis the tests push into OOM and READONLY, so these tests keep away
+    from ``deployment``. It has no worker: its tests only submit, and a worker would die of that
+    Redis (a worker-supervision matter)."""
     deployment = Deployment(tmp_path_factory.mktemp("hostile-faults"),
-                            {"MMC_RETRY_AFTER_SECONDS": "3"})
+                            {"MMC_RETRY_AFTER_SECONDS": "3"}, workers=0)
     yield deployment
     deployment.close()
 
