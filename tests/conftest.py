@@ -96,9 +96,60 @@ def keyed_service_url(service_env, service_workers, tmp_path_factory):
         yield url
 
 
+# How long the receiver of ``receiver_outage`` is down (tests/test_self_healing_jobs.py).
+OUTAGE_SECONDS = 120
+
+
+@pytest.fixture(scope="session")
+def healing_deployment(tmp_path_factory):
+    """A private deployment (tests/hardening.py: HEALING_ENV, two workers) for the webhook and
+    self-healing modules, whose workers need those settings; its tests kill workers and freeze
+    work horses, so nothing else uses it."""
+    from tests.hardening import HEALING_ENV, Deployment
+
+    deployment = Deployment(tmp_path_factory.mktemp("self-healing"), HEALING_ENV, workers=2)
+    yield deployment
+    deployment.close()
+
+
+@pytest.fixture(scope="session")
+def receiver_outage(healing_deployment):
+    """A job on ``healing_deployment`` whose callback receiver is down for OUTAGE_SECONDS from the
+    moment the job ends. Started by the first module that uses the deployment, so the outage
+    passes while the tests in between run; the last test of tests/test_self_healing_jobs.py
+    checks the event arrived once the receiver came back."""
+    from tests.hardening import ReceiverOutage
+
+    outage = ReceiverOutage(healing_deployment, OUTAGE_SECONDS)
+    yield outage
+    outage.close()
+
+
 @pytest.fixture(scope="session")
 def digits():
     """scikit-learn's digits (the UCI optical digits test set of the seeds), loaded once."""
     from sklearn.datasets import load_digits
 
     return load_digits(return_X_y=True)
+
+
+@pytest.fixture(scope="session")
+def fitted_on_digits(digits):
+    """``fit(estimator, classes)``: a clone of ``estimator`` fitted on the digits of ``classes``,
+    once per session for the same estimator class, parameters and classes. A paper row that
+    several tests assert (a Table 1 pair, its margin over k-means, the mean over the 45 pairs)
+    is fitted once; the estimator returned is shared, so a test reads it and never refits it."""
+    from sklearn.base import clone
+
+    from tests.baselines import digit_subset
+
+    cache = {}
+
+    def fit(estimator, classes):
+        key = (type(estimator).__qualname__, tuple(classes),
+               repr(sorted(estimator.get_params().items())))
+        if key not in cache:
+            cache[key] = clone(estimator).fit(digit_subset(digits, classes)[0])
+        return cache[key]
+
+    return fit

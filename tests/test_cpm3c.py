@@ -75,28 +75,29 @@ def _accuracy(y, labels) -> float:
         ((2, 7), 0.985),
     ],
 )
-def test_digit_pairs_match_table_2(digits, classes, min_accuracy):
-    X, y = digit_subset(digits, classes)
-    est = seed_cpm3c(random_state=0).fit(X)
+def test_digit_pairs_match_table_2(digits, fitted_on_digits, classes, min_accuracy):
+    _, y = digit_subset(digits, classes)
+    est = fitted_on_digits(seed_cpm3c(random_state=0), classes)
     assert np.bincount(est.labels_, minlength=2).min() > 0
     assert _accuracy(y, est.labels_) >= min_accuracy
 
 
-def test_digits_8_9_match_table_2_on_kernel_pca_coordinates(digits):
+def test_digits_8_9_match_table_2_on_kernel_pca_coordinates(digits, fitted_on_digits):
     # Seed Table 2 "Dig 8-9": 97.74 % (issue: 96.2 %). Measured 97.74 % with KPCA_PARAMS
     # (98.02 % with 16 or 18 components; 94.9 % with 22 and about 90 % with 25 or more, so the
     # truncation matters: all components at this width give 89.8 %).
-    X, y = digit_subset(digits, (8, 9))
-    est = seed_cpm3c(random_state=0, **KPCA_PARAMS).fit(X)
+    _, y = digit_subset(digits, (8, 9))
+    est = fitted_on_digits(seed_cpm3c(random_state=0, **KPCA_PARAMS), (8, 9))
     assert np.bincount(est.labels_, minlength=2).min() > 0
     assert _accuracy(y, est.labels_) >= 0.962
 
 
-def test_digits_8_9_stays_at_its_measured_linear_accuracy(digits):
+def test_digits_8_9_stays_at_its_measured_linear_accuracy(digits, fitted_on_digits):
     # Linear (the defaults): measured 95.76 % (15 of 354 wrong), also when started from the true
     # classes: the CPM3C objective's optimum, not the initialization, sits there. Floor 95.4 %.
-    X, y = digit_subset(digits, (8, 9))
-    assert _accuracy(y, seed_cpm3c(random_state=0).fit(X).labels_) >= 0.954
+    _, y = digit_subset(digits, (8, 9))
+    est = fitted_on_digits(seed_cpm3c(random_state=0), (8, 9))
+    assert _accuracy(y, est.labels_) >= 0.954
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +128,12 @@ def test_mean_accuracy_over_the_45_digit_pairs_beats_k_means(pair_accuracies):
     [((0, 6, 8, 9), 0.950, 0.935), ((1, 2, 7, 9), 0.925, 0.895)],
 )
 def test_four_digit_classes_keep_four_clusters_and_measured_accuracy(
-    digits, classes, min_accuracy, floor
+    digits, fitted_on_digits, classes, min_accuracy, floor
 ):
     # Seed Table 2 "Dig 0689" 96.63 % and "Dig 1279" 94.01 % (issue: 95.0 % and 92.5 %).
     # Measured 93.97 % and 90.25 %: the floors below them catch regressions.
-    X, y = digit_subset(digits, classes)
-    est = seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS).fit(X)
+    _, y = digit_subset(digits, classes)
+    est = fitted_on_digits(seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS), classes)
     assert np.bincount(est.labels_, minlength=4).min() > 0
     assert _accuracy(y, est.labels_) >= floor
 
@@ -156,22 +157,24 @@ def test_four_digit_classes_keep_four_clusters_and_measured_accuracy(
     ],
 )
 def test_four_digit_classes_match_table_2_on_kernel_pca_coordinates(
-    digits, classes, min_accuracy
+    digits, fitted_on_digits, classes, min_accuracy
 ):
     # Seed Table 2 "Dig 0689" 96.63 %, "Dig 1279" 94.01 % (issue: 95.0 % and 92.5 %). Measured
     # with KPCA_PARAMS and C = 3, l = 0: 96.63 % (random_state 0-4 alike; 95.9-96.8 % for 15-50
     # components) and 90.11 %.
-    X, y = digit_subset(digits, classes)
-    est = seed_cpm3c(n_clusters=4, random_state=0, **KPCA_PARAMS, **K4_PARAMS).fit(X)
+    _, y = digit_subset(digits, classes)
+    est = fitted_on_digits(
+        seed_cpm3c(n_clusters=4, random_state=0, **KPCA_PARAMS, **K4_PARAMS), classes)
     assert np.bincount(est.labels_, minlength=4).min() > 0
     assert _accuracy(y, est.labels_) >= min_accuracy
 
 
 @pytest.mark.parametrize(("n_clusters", "classes"), [(2, (3, 8)), (4, (0, 6, 8, 9))])
-def test_sparse_and_dense_input_give_the_same_labels(digits, n_clusters, classes):
+def test_sparse_and_dense_input_give_the_same_labels(digits, fitted_on_digits, n_clusters,
+                                                    classes):
     X, _ = digit_subset(digits, classes)
     params = {} if n_clusters == 2 else K4_PARAMS
-    dense = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params).fit(X)
+    dense = fitted_on_digits(seed_cpm3c(n_clusters=n_clusters, random_state=0, **params), classes)
     sparse = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params).fit(sp.csr_matrix(X))
     np.testing.assert_array_equal(dense.labels_, sparse.labels_)
     np.testing.assert_allclose(dense.coef_, sparse.coef_, rtol=1e-6, atol=1e-9)
@@ -297,9 +300,11 @@ def test_dual_qp_solver_matches_a_generic_solver(seed):
         (4, KPCA_PARAMS),
     ],
 )
-def test_portable_model_round_trip_predicts_identically(digits, n_clusters, params):
+def test_portable_model_round_trip_predicts_identically(digits, fitted_on_digits, n_clusters,
+                                                      params):
     X, _ = digit_subset(digits, (0, 6, 8, 9))
-    est = seed_cpm3c(n_clusters=n_clusters, random_state=0, **params, **K4_PARAMS).fit(X)
+    est = fitted_on_digits(
+        seed_cpm3c(n_clusters=n_clusters, random_state=0, **params, **K4_PARAMS), (0, 6, 8, 9))
     meta, arrays = est.to_model()
     loaded = CPM3C.from_model(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
@@ -307,10 +312,12 @@ def test_portable_model_round_trip_predicts_identically(digits, n_clusters, para
     assert loaded.get_params() == est.get_params()
 
 
-def test_predict_is_argmax_of_the_k_scores_and_reproduces_the_training_labels(digits):
+def test_predict_is_argmax_of_the_k_scores_and_reproduces_the_training_labels(
+        digits, fitted_on_digits):
     X, _ = digit_subset(digits, (1, 2, 7, 9))
     for n_clusters in (2, 4):
-        est = seed_cpm3c(n_clusters=n_clusters, random_state=0, **K4_PARAMS).fit(X)
+        est = fitted_on_digits(seed_cpm3c(n_clusters=n_clusters, random_state=0, **K4_PARAMS),
+                               (1, 2, 7, 9))
         scores = est.decision_function(X)
         assert scores.shape == (X.shape[0], n_clusters)
         np.testing.assert_array_equal(np.argmax(scores, axis=1), est.predict(X))
@@ -355,9 +362,9 @@ def test_bad_input_raises_value_error_naming_the_problem(params, X, message):
         CPM3C(**params).fit(X)
 
 
-def test_predict_with_the_wrong_feature_count_is_refused(digits):
+def test_predict_with_the_wrong_feature_count_is_refused(digits, fitted_on_digits):
     X, _ = digit_subset(digits, (1, 7))
-    est = seed_cpm3c(random_state=0).fit(X)
+    est = fitted_on_digits(seed_cpm3c(random_state=0), (1, 7))
     with pytest.raises(ValueError, match="features"):
         est.predict(X[:, :10])
 
@@ -382,7 +389,7 @@ def test_rbf_coordinates_bound_max_n_by_their_memory():
     assert spec.max_n_for(wide) * 5000 <= 60_000_000
 
 
-def test_class_elimination_is_reported_not_silent(digits):
+def test_class_elimination_is_reported_not_silent(fitted_on_digits):
     # The seed's setting (linear, k-means starts) on three blobs with k = 3: every run all but
     # empties a cluster. The result must say so (warnings_ reaches the job result), not return
     # two clusters without a word.
@@ -391,8 +398,8 @@ def test_class_elimination_is_reported_not_silent(digits):
         est = seed_cpm3c(n_clusters=3, random_state=0).fit(X)
     assert np.bincount(est.labels_, minlength=3).min() <= 1  # sizes 85 / 1 / 64
     assert est.result_extras()["warnings"] and "empty" in est.result_extras()["warnings"][0]
-    X4, _ = digit_subset(digits, (0, 6, 8, 9))
-    assert seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS).fit(X4).warnings_ == []
+    four = fitted_on_digits(seed_cpm3c(n_clusters=4, random_state=0, **K4_PARAMS), (0, 6, 8, 9))
+    assert four.warnings_ == []
 
 
 def test_blobs_with_three_clusters_are_found():
@@ -404,9 +411,10 @@ def test_blobs_with_three_clusters_are_found():
     assert est.warnings_ == []
 
 
-def test_kernel_pca_truncation_keeps_the_leading_components_and_the_seed_width(digits):
+def test_kernel_pca_truncation_keeps_the_leading_components_and_the_seed_width(
+        digits, fitted_on_digits):
     X, _ = digit_subset(digits, (8, 9))
-    est = seed_cpm3c(random_state=0, **KPCA_PARAMS).fit(X)
+    est = fitted_on_digits(seed_cpm3c(random_state=0, **KPCA_PARAMS), (8, 9))
     # sigma = 0.4 * largest pairwise distance (the seed's sigma_0).
     diffs = X[:, None, :] - X[None, :, :]
     sigma_0 = np.sqrt((diffs**2).sum(axis=2).max())

@@ -14,7 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.hardening import Deployment
+from tests.hardening import SharedApi
 
 KEY = "s3cret-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -25,9 +25,10 @@ MAX_REQUESTS = 3
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    deployment = Deployment(tmp_path_factory.mktemp("bodies"), {
-        "MMC_API_KEYS": f"acme:{KEY}", "MMC_MAX_BODY_BYTES": str(BODY_LIMIT),
+def deployment(service_env, service_workers, tmp_path_factory):
+    # A tenant of its own: the session's store also holds other modules' jobs.
+    deployment = SharedApi(tmp_path_factory.mktemp("bodies"), service_env, service_workers, {
+        "MMC_API_KEYS": f"bodies:{KEY}", "MMC_MAX_BODY_BYTES": str(BODY_LIMIT),
         "MMC_MAX_BODY_BYTES_IN_FLIGHT": str(IN_FLIGHT), "MMC_RETRY_AFTER_SECONDS": "4",
         "MMC_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT),
         "MMC_MAX_CONCURRENT_REQUESTS": str(MAX_REQUESTS)})

@@ -15,7 +15,7 @@ import pytest
 from redis import Redis
 from sklearn.datasets import make_blobs
 
-from tests.hardening import Deployment
+from tests.hardening import Deployment, SharedApi
 from tests.helpers import run_job
 
 PROBLEM = "application/problem+json"
@@ -23,8 +23,8 @@ PREDICT_ROWS = 2500
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    deployment = Deployment(tmp_path_factory.mktemp("hostile"), {
+def deployment(service_env, service_workers, tmp_path_factory):
+    deployment = SharedApi(tmp_path_factory.mktemp("hostile"), service_env, service_workers, {
         "MMC_RETRY_AFTER_SECONDS": "3", "MMC_MAX_PREDICT_ROWS": str(PREDICT_ROWS)})
     yield deployment
     deployment.close()
@@ -32,10 +32,11 @@ def deployment(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory):
-    """A deployment whose Redis the tests push into OOM and READONLY: its RQ worker dies of
-    that (a worker-supervision matter), so these tests keep away from ``deployment``."""
+    """A deployment whose Redis the tests push into OOM and READONLY, so these tests keep away
+    from ``deployment``. It has no worker: its tests only submit, and a worker would die of that
+    Redis (a worker-supervision matter)."""
     deployment = Deployment(tmp_path_factory.mktemp("hostile-faults"),
-                            {"MMC_RETRY_AFTER_SECONDS": "3"})
+                            {"MMC_RETRY_AFTER_SECONDS": "3"}, workers=0)
     yield deployment
     deployment.close()
 

@@ -16,7 +16,7 @@ from sklearn.datasets import make_blobs
 from core.settings import Settings
 from service import deps
 from service.app import create_app
-from tests.hardening import Deployment
+from tests.hardening import SharedApi
 
 KEYS = {"acme": "acme-secret-key-1", "globex": "globex-secret-key-2"}
 CAP = 2
@@ -30,9 +30,10 @@ def auth(tenant: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory):
-    deployment = Deployment(tmp_path_factory.mktemp("tenancy"), {
-        "MMC_API_KEYS": ",".join(f"{t}:{k}" for t, k in KEYS.items()),
+def tenants(service_env, service_workers, tmp_path_factory):
+    # Tenants of their own (the console's acme and globex share the session's store).
+    deployment = SharedApi(tmp_path_factory.mktemp("tenancy"), service_env, service_workers, {
+        "MMC_API_KEYS": ",".join(f"tenancy-{t}:{k}" for t, k in KEYS.items()),
         "MMC_MAX_ACTIVE_JOBS_PER_TENANT": str(CAP),
         "MMC_MAX_BODY_BYTES": str(BODY_LIMIT),
         "MMC_MAX_POINTS_X_FEATURES": str(CELLS),

@@ -1,21 +1,18 @@
 """Jobs that survive their worker, on a private deployment with a 2 s heartbeat window and two
-workers: the sweeper finds a lost job that nobody polls (and its webhook goes out), re-enqueues a
-job whose record was created but never enqueued (its dataset kept alive meanwhile), a stale
-attempt frozen with SIGSTOP and resumed after its job was re-queued changes nothing, and a job
-past the per-job memory cap fails with a message while the worker serves the next job, and
-webhooks are delivered off the job's work horse, retried by RQ's scheduler under one webhook-id,
-also to a receiver that was down for two minutes (an outage that runs beside the other tests)."""
+workers (``healing_deployment``, shared with the webhook tests alone): the sweeper finds a lost
+job that nobody polls (and its webhook goes out), re-enqueues a job whose record was created but
+never enqueued (its dataset kept alive meanwhile), a stale attempt frozen with SIGSTOP and
+resumed after its job was re-queued changes nothing, and a job past the per-job memory cap fails
+with a message while the worker serves the next job, and webhooks are delivered off the job's
+work horse, retried by RQ's scheduler under one webhook-id, also to a receiver that was down for
+two minutes (an outage that runs beside the other tests)."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -28,86 +25,21 @@ from core.keys import Keys
 from core.queues import SERIALIZER
 from core.settings import Settings
 from core.stores import Stores, new_id
-from tests.hardening import Deployment, several_seconds
+from tests.hardening import HEARTBEAT, MEMORY_MB, Receiver, several_seconds
 
-HEARTBEAT = 2
-MEMORY_MB = 50
 FINAL = ("succeeded", "failed", "canceled")
-SECRET = "whsec_" + base64.b64encode(b"self-healing-test-secret-0123456").decode()
-
-
-class Receiver(ThreadingHTTPServer):
-    """Answers 500 to the first ``fail_first`` deliveries, then 204; keeps every delivery."""
-
-    def __init__(self, fail_first: int = 0, port: int = 0):
-        self.bodies: list[dict] = []
-        self.ids: list[str] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(handler):  # noqa: N805
-                body = handler.rfile.read(int(handler.headers["content-length"]))
-                self.bodies.append(json.loads(body))
-                self.ids.append(handler.headers["webhook-id"])
-                handler.send_response(500 if len(self.bodies) <= fail_first else 204)
-                handler.send_header("content-length", "0")
-                handler.end_headers()
-
-            def log_message(handler, *args):  # noqa: N805
-                pass
-
-        super().__init__(("127.0.0.1", port), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/hook"
-
-    def wait(self, count: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.bodies) < count:
-            assert time.monotonic() < deadline, f"{len(self.bodies)} deliveries: {self.ids}"
-            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    deployment = Deployment(tmp_path_factory.mktemp("self-healing"), {
-        "MMC_WORKER_HEARTBEAT_SECONDS": str(HEARTBEAT),
-        "MMC_JOB_TIMEOUT_CAP_SECONDS": "120",
-        "MMC_RETRY_LOST_JOBS": "1",
-        "MMC_JOB_MEMORY_MB": str(MEMORY_MB),
-        "MMC_WEBHOOK_SECRETS": f"anonymous:{SECRET}",
-        "MMC_WEBHOOK_ALLOW_PRIVATE": "true",
-        # Retries after 1, 1, 2, 4, ..., 128 s: the last attempt 256 s after the first (the
-        # default, 10 attempts from 1 s, spans 511 s).
-        "MMC_WEBHOOK_MAX_ATTEMPTS": "10",
-        "MMC_WEBHOOK_BACKOFF_SECONDS": "0.5",
-    }, workers=2)
-    yield deployment
-    deployment.close()
+def deployment(healing_deployment, receiver_outage):
+    """The session's ``healing_deployment`` (tests/hardening.py: HEALING_ENV), whose
+    ``receiver_outage`` began with the first module that used it (or here)."""
+    return healing_deployment
 
 
 @pytest.fixture(scope="module")
 def redis(deployment):
     return Redis.from_url(deployment.redis_url)
-
-
-OUTAGE_SECONDS = 120
-
-
-@pytest.fixture(scope="module", autouse=True)
-def receiver_outage(deployment, redis):
-    """A job whose callback receiver is down for two minutes from the moment the job ends: it
-    starts with the module, so the outage passes while the other tests run, and the last test
-    brings the receiver up (``test_receiver_down_for_two_minutes_gets_the_event...``)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    job_id = submit(deployment.url, {**tiny(7),
-                                     "callback_url": f"http://127.0.0.1:{port}/hook"})
-    done = wait_record(redis, job_id, final, timeout=60)
-    assert done["status"] == "succeeded", done
-    return {"job_id": job_id, "port": port, "ended": time.monotonic()}
 
 
 def record(redis: Redis, job_id: str) -> dict:
@@ -292,23 +224,18 @@ def test_failing_receiver_does_not_hold_the_worker_and_every_attempt_has_one_web
         receiver.shutdown()
 
 
-def test_receiver_down_for_two_minutes_gets_the_event_when_it_comes_back(
-        deployment, redis, receiver_outage):
+def test_receiver_down_for_two_minutes_gets_the_event_when_it_comes_back(receiver_outage):
     # Connection refused at every attempt for two minutes (workers were killed and added
     # meanwhile by the tests above), then the receiver answers: the next scheduled retry
     # delivers the event, under the webhook-id of the first attempt.
-    job_id = receiver_outage["job_id"]
-    down_for = time.monotonic() - receiver_outage["ended"]
-    time.sleep(max(0.0, OUTAGE_SECONDS - down_for))
-    receiver = Receiver(port=receiver_outage["port"])
-    try:
-        receiver.wait(1, timeout=150)
-        waited = time.monotonic() - receiver_outage["ended"]
-        print(f"\nreceiver down {OUTAGE_SECONDS} s; event delivered {waited:.0f} s after the job")
-        assert receiver.ids == [f"{job_id}.succeeded"]
-        assert receiver.bodies[0]["type"] == "job.succeeded"
-    finally:
-        receiver.shutdown()
+    receiver = receiver_outage.wait_up()
+    assert receiver_outage.up_at - receiver_outage.ended >= receiver_outage.seconds
+    receiver.wait(1, timeout=150)
+    waited = time.monotonic() - receiver_outage.ended
+    print(f"\nreceiver down {receiver_outage.seconds} s; event delivered {waited:.0f} s after the "
+          "job")
+    assert receiver.ids == [f"{receiver_outage.job_id}.succeeded"]
+    assert receiver.bodies[0]["type"] == "job.succeeded"
 
 
 def test_a_model_lives_a_month_only_once_its_job_kept_it(deployment, redis):
