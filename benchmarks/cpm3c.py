@@ -30,7 +30,7 @@ KPCA_PARAMS = {"kernel": "rbf", "width_reference": "max_distance", "width_factor
 # Rows of Table 2 and the parameters of each (named pairs: linear defaults).
 ROW_PARAMS = {(8, 9): KPCA_PARAMS, (0, 6, 8, 9): {**KPCA_PARAMS, **K4_PARAMS},
               (1, 2, 7, 9): {**KPCA_PARAMS, **K4_PARAMS}}
-PAPER = {  # the paper's Table 2 accuracy %, (KM, CPM3C)
+PAPER = {  # The paper's Table 2 accuracy %, (KM, CPM3C)
     (3, 8): (94.68, 96.92), (1, 7): (94.45, 100.0), (2, 7): (96.91, 100.0), (8, 9): (90.68, 97.74),
     "45 pairs": (96.38, 99.38), (0, 6, 8, 9): (42.23, 96.63), (1, 2, 7, 9): (40.42, 94.01),
 }
@@ -96,7 +96,7 @@ def table_2(quick: bool) -> None:
           f"| {paper} | {acc:.2f} | - | {seconds:.3f} | - | {km_seconds:.3f} "
           f"| {seconds / km_seconds:.1f} |")
     print(f"\nworst pair: {worst:.2f} %; CPM3C seconds per pair: mean {seconds:.3f} "
-          "(seed Table 4: 0.75-1.10 s on 2008 hardware)\n")
+          "(the paper's Table 4: 0.75-1.10 s on 2008 hardware)\n")
 
 
 def text_like(n: int, n_features: int = 5000, density: float = 0.01, k: int = 4, seed: int = 0):
@@ -131,7 +131,7 @@ def scaling(quick: bool) -> None:
     sizes_arr, times_arr = np.array(sizes, float), np.array(times)
     fit = sizes_arr >= 4000
     slope = np.polyfit(np.log(sizes_arr[fit]), np.log(times_arr[fit]), 1)[0]
-    print(f"\nlog-log slope of seconds vs n for n >= 4000: {slope:.2f} (issue: <= 1.15)")
+    print(f"\nlog-log slope of seconds vs n for n >= 4000: {slope:.2f} (accepted: <= 1.15)")
 
 
 def main() -> None:

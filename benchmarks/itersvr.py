@@ -99,7 +99,7 @@ def main() -> None:
 
     print("\n## Table 4 size and scaling: synthetic 3-feature image (40:60 colour regions)\n")
     print("Above exact_max_n = 1500 points iterSVR clusters a random sample of 1500 and labels "
-          "every pixel with the SVM tree. The seed setting keeps the seed's balance l = 0.03 n, "
+          "every pixel with the SVM tree. The paper's setting keeps its balance l = 0.03 n, "
           "which forces a near 50:50 split of these 40:60 regions.\n")
     print("| n | setting | solver | ours, s | error % | k-means, s | k-means error % | ratio "
           "| peak RSS, MB | paper (38,400 px) |")

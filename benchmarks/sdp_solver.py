@@ -168,7 +168,7 @@ def issue_rows():
 
 
 def rows_table() -> None:
-    print("\n### SDPMMC defaults (solver='lowrank'; k > 2 by bisection) on the issue's data sets\n")
+    print("\n### SDPMMC defaults (solver='lowrank'; k > 2 by bisection) on the data sets\n")
     print("| data | n | k | seconds | ARI | certified gap (largest split) | status |")
     print("|---|---|---|---|---|---|---|")
     for name, X, y in issue_rows():
@@ -262,7 +262,7 @@ def main() -> None:
     parser.add_argument("--robust-lowrank-sizes", type=int, nargs="*", default=[400])
     parser.add_argument("--robust-moons", action="store_true",
                         help="also the robust SDPs on RBF moons (full rank: the dense inner dual)")
-    parser.add_argument("--rows", action="store_true", help="also the issue's data set rows")
+    parser.add_argument("--rows", action="store_true", help="also the data set rows")
     parser.add_argument("--multiclass", action="store_true",
                         help="also (4.8): low-rank vs SCS on digits, and k = 10 at n = 600")
     parser.add_argument("--gmmc", action="store_true",

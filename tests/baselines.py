@@ -1,8 +1,8 @@
-"""Trivial baselines that every accuracy test states beside its bound (issue 21).
+"""Trivial baselines that every accuracy test states beside its bound.
 
 A bound that a method doing nothing useful also meets cannot tell a working method from a broken
 one, so each accuracy test computes the simplest answer on the same data and asserts the margin
-by which the method beats it, or says in the test that the seed's method does not beat it here.
+by which the method beats it, or says in the test that the paper's method does not beat it here.
 """
 
 import numpy as np

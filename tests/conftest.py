@@ -127,7 +127,7 @@ def receiver_outage(healing_deployment):
 
 @pytest.fixture(scope="session")
 def digits():
-    """scikit-learn's digits (the UCI optical digits test set of the seeds), loaded once."""
+    """scikit-learn's digits (the UCI optical digits test set of the papers), loaded once."""
     from sklearn.datasets import load_digits
 
     return load_digits(return_X_y=True)

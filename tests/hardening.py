@@ -224,9 +224,9 @@ class ReceiverOutage:
 
 
 def several_seconds(seed: int, n_init: int = 16, callback_url: str | None = None) -> dict:
-    """A job body: iterSVR with the seed's width and starts on 1,500 noise points, reporting
+    """A job body: iterSVR with the paper's width and starts on 1,500 noise points, reporting
     progress every fraction of a second. Each k-means start on noise is a labeling of its own,
-    and C = 2,000 (the seed's 500 x 4) makes each SVR solve long: n_init=16 runs about 4.5 s on
+    and C = 2,000 (the paper's 500 x 4) makes each SVR solve long: n_init=16 runs about 4.5 s on
     an idle machine, 40 about 10 s (at C = 500, since iterSVR warm-starts its SVR solves, 40
     starts took 2.8 s, inside the 3 s grace of a shutdown)."""
     X = np.random.default_rng(seed).normal(size=(1500, 5))

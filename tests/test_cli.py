@@ -22,7 +22,7 @@ from mmc.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# A guard against hanging, not a speed check: the aim (ready within 15 s on an idle
+# A guard against hanging, not a speed check: the aim (ready within 15 s on an idle
 # machine) is measured by benchmarks/service_load.py, since tests assert no wall times.
 READY_TIMEOUT_SECONDS = 120.0
 

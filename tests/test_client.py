@@ -24,7 +24,7 @@ from tests.conftest import TENANT_KEYS
 SLOW_X = make_blobs(n_samples=300, centers=2, random_state=0)[0]
 # SDP MMC on SCS (about 30 s here); its default low-rank solver takes about 1 s.
 SLOW = {"solver": "scs"}
-# tests/test_itersvr.py, seed Table 1: iterSVR on digits 3-8 within 4.4 % error.
+# tests/test_itersvr.py, the paper's Table 1: iterSVR on digits 3-8 within 4.4 % error.
 DIGITS_3_8_MAX_ERROR = 0.044
 
 

@@ -15,7 +15,7 @@ def test_cpm3c_job_clusters_digits_and_its_model_predicts(service_url):
     payload = {"algorithm": {"name": "cpm3c", "params": {"n_clusters": 2, "random_state": 0}},
                "data": {"X": X.tolist()}}
     result = run_job(service_url, payload, timeout=180)
-    # Seed Table 2, "Dig 1-7": 100 % for CPM3C; the issue accepts 98.5 %.
+    # The paper's Table 2, "Dig 1-7": 100 % for CPM3C; the test accepts 98.5 %.
     assert 1.0 - clustering_error(y, result["labels"]) >= 0.985
     assert result["extras"]["n_iter"] >= 1 and result["extras"]["n_constraints"] >= 1
     predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",

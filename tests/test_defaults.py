@@ -3,7 +3,7 @@
 The ten public sets and the peers are those of ``benchmarks/defaults.py`` (scikit-learn's
 "comparing clustering algorithms" example at 300 points, iris, wine, breast cancer, digits), scored
 by adjusted Rand index (ARI) in one run. The other tests pin the failures that the defaults issue
-measured with the seeds' widths and starts, each beside the trivial baseline (k-means).
+measured with the papers' widths and starts, each beside the trivial baseline (k-means).
 """
 
 import warnings
@@ -139,7 +139,7 @@ def _shape_cases():
 
 @pytest.mark.parametrize(("estimator", "X", "y", "k"), list(_shape_cases()))
 def test_defaults_separate_moons_and_circles_that_k_means_cannot(estimator, X, y, k):
-    # Measured with the seeds' widths (sigma = 3 x the bounding-box diagonal): ARI 0.0-0.5.
+    # Measured with the papers' widths (sigma = 3 x the bounding-box diagonal): ARI 0.0-0.5.
     kmeans = adjusted_rand_score(y, KMeans(k, n_init=10, random_state=0).fit_predict(X))
     assert kmeans < 0.6
     assert adjusted_rand_score(y, _fitted(estimator, k, X).labels_) >= 0.95
@@ -168,7 +168,7 @@ def test_cpm3c_keeps_every_cluster_of_separated_blobs(k):
 
 def test_cpm3c_keeps_ten_digit_clusters_where_free_labels_empty_them():
     # Every third digit from the second (599 points, not the held-out draw). From the spectral
-    # start the seed's one-constraint first QP left four clusters and the run three (ARI 0.30);
+    # start the paper's one-constraint first QP left four clusters and the run three (ARI 0.30);
     # the supervised start keeps them until the labels are free, and when every run then empties
     # a cluster the start's max-margin classifier is kept (ARI 0.70, k-means 0.62).
     X, y = load_digits(return_X_y=True)
@@ -348,7 +348,7 @@ def test_svc_returns_n_clusters_when_no_sphere_has_that_many_of_five_percent():
 
 @pytest.mark.parametrize(("sizes", "grid"), [([60, 180, 180, 180], 2), ([40] + [200] * 5, 3)])
 def test_itersvr_bisection_finds_unequal_clusters(sizes, grid):
-    # 1:3 at k = 4 and 1:5 at k = 6. The seed's k-means starts with a class_balance + 1/k
+    # 1:3 at k = 4 and 1:5 at k = 6. The paper's k-means starts with a class_balance + 1/k
     # balance measured 4.5 % and 9.2-15 % error on these (seeds 0-2).
     centers = [(8.0 * (i % grid), 8.0 * (i // grid)) for i in range(len(sizes))]
     X, y = make_blobs(n_samples=sizes, centers=centers, cluster_std=0.8, random_state=0)

@@ -30,7 +30,7 @@ from benchmarks.gmmc import (
 )
 from tests.baselines import kmeans_error
 
-C_E, C_DELTA = 1e4, 1e5  # the seed's constants (sections 3.1 and 3.2)
+C_E, C_DELTA = 1e4, 1e5  # the paper's constants (sections 3.1 and 3.2)
 
 
 def _same_partition(a, b) -> bool:
@@ -44,7 +44,7 @@ def _tiny_instance(n=24):
 
 
 def _solve_10_directly(M: np.ndarray):
-    """(10) exactly as printed, (n+1) x (n+1) LMI with P = (I, e) and the seed's constants."""
+    """(10) exactly as printed, (n+1) x (n+1) LMI with P = (I, e) and the paper's constants."""
     n = M.shape[0]
     P = np.hstack([np.eye(n), np.ones((n, 1))])
     e0 = np.r_[np.ones(n), 0.0]
@@ -140,17 +140,17 @@ def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
     assert model.duality_gap_ < 1e-6
 
 
-# -- Table 1 of the seed, best width of the 10 -------------------------------------------------
+# -- Table 1 of the paper, best width of the 10 -------------------------------------------------
 
-# (data, width fraction, the issue's bound on the error % with the best width; seed Table 1,
+# (data, width fraction, the accepted bound on the error % with the best width; the paper's Table 1,
 # "Optimal Kernel Width" GMMC column; the margin in points by which GMMC beats k-means on the same
-# points). The width is one of the seed's 10 (10 %, ..., 100 % of the range of pairwise
+# points). The width is one of the paper's 10 (10 %, ..., 100 % of the range of pairwise
 # distances), the best found by benchmarks/gmmc.py, except digits 1-7 and 2-7: their best, 10 %,
 # nearly disconnects the graph and the solve takes ~50x longer, so the test uses 20 % (0.0 % and
 # 0.3 % error in the benchmark, still within the bound).
 # Measured (GMMC / k-means, %): circles 0 / 48.75, jointed 0 / 8.75, Gaussians 2.5 / 3.75, 3-8
 # 2.8 / 5.32, 1-7 0 / 0, 2-7 0.28 / 3.09, 8-9 5.65 / 8.76. On digits 1-7 GMMC does NOT beat
-# k-means: both are exact (margin 0, asserted as a tie); the seed's own 2.2 % is worse than it.
+# k-means: both are exact (margin 0, asserted as a tie); the paper's own 2.2 % is worse than it.
 BEST_WIDTH_CASES = [
     ("two circles", two_circles, 0.1, 0.0, 40.0),
     ("two jointed circles", two_jointed_circles, 0.2, 1.0, 5.0),
@@ -168,7 +168,7 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
     name, make, fraction, bound, margin
 ):
     X, y = make()
-    # The seed's method: (10)'s labels alone. With the spectral candidate at these wide widths
+    # The paper's method: (10)'s labels alone. With the spectral candidate at these wide widths
     # the margin objective prefers the spectral partition on three rows (jointed circles 10 %,
     # two Gaussians 3.75 %, digits 8-9 10.2 %).
     model = GMMC(gamma="paper", width_fraction=fraction, spectral_candidate=False,
@@ -182,11 +182,11 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
 
 # -- Table 1, unsupervised kernel learning (12) -------------------------------------------------
 
-# Seed's kernel-learning column (Table 1); the issue accepts 2 points above it. Last column: the
+# The paper's kernel-learning column (Table 1); the test accepts 2 points above it. Last column: the
 # margin in points over k-means on the same points. Measured (GMMC kernel learning / k-means, %):
 # jointed circles 0 / 8.75, Gaussians 2.5 / 3.75, 3-8 5.6 / 5.32, 1-7 0.28 / 0, 2-7 1.4 / 3.09,
 # 8-9 9.04 / 8.76. On 3-8, 1-7 and 8-9 kernel learning does NOT beat k-means (0.3 points behind
-# on each; the seed's own numbers are not better than k-means there either): a negative margin
+# on each; the paper's own numbers are not better than k-means there either): a negative margin
 # bounds how far behind it may fall.
 KERNEL_LEARNING_CASES = [
     ("two jointed circles", two_jointed_circles, 0.0, 5.0),
@@ -360,7 +360,7 @@ def test_keeping_guide_clusters_whole_moves_each_to_its_majority_side():
 
 def test_regularized_degrees_split_no_handful_of_outliers_off():
     # Standardized breast cancer (300 points, benchmarks/defaults.py) at the local width: with the
-    # seed's Laplacian three nearly isolated points form a cluster (ARI 0.00); with degrees plus
+    # paper's Laplacian three nearly isolated points form a cluster (ARI 0.00); with degrees plus
     # their mean (Qin & Rohe) the split is even, ARI 0.60 (k-means 0.64, spectral 0.74).
     from sklearn.metrics import adjusted_rand_score
 

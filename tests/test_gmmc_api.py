@@ -19,7 +19,8 @@ def test_gmmc_kernel_learning_job_runs_on_the_slow_queue_and_its_model_predicts(
     final = wait_for_job(service_url, job["id"], timeout=240)
     assert final["status"] == "succeeded", final["error"]
     result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30.0).json()
-    # Seed Table 1, "Two Jointed Circles" with kernel learning: 0 %; the issue accepts 2 points.
+    # The paper's Table 1, "Two Jointed Circles" with kernel learning: 0 %; the test accepts 2
+    # points.
     assert clustering_error(y, result["labels"]) <= 0.02
     weights = np.asarray(result["extras"]["kernel_weights"])
     assert weights.shape == (10,) and abs(weights.sum() - 1.0) < 1e-9

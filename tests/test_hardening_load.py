@@ -1,6 +1,6 @@
 """Load: N tiny jobs from 20 concurrent clients on 2 workers; every job reaches a final state
 exactly once (one run each, none lost, none duplicated). N defaults to 200 so the suite stays
-within CI time on 2 cores; ``MMC_LOAD_TEST_JOBS=1000`` runs the issue's full count."""
+within CI time on 2 cores; ``MMC_LOAD_TEST_JOBS=1000`` runs the full count."""
 
 from __future__ import annotations
 

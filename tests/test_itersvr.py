@@ -1,7 +1,8 @@
 """iterSVR against its seed (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
 
-``sklearn.datasets.load_digits`` is the UCI optical digits test set the seed uses. The paper rows
-run with the seed's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C = 500,
+``sklearn.datasets.load_digits`` is the UCI optical digits test set the paper uses. The paper rows
+run with the paper's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C =
+500,
 l = 0.03 n, 10 restarts are the defaults), random_state=0. The defaults (local-scaling width,
 spectral starts) are checked against scikit-learn's clusterers in tests/test_defaults.py.
 """
@@ -32,7 +33,8 @@ def pair_errors(digits, fitted_on_digits):
     return errors
 
 
-# Seed Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds are the
+# The paper's Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds
+# are the
 # issue's acceptance levels: the paper's number plus about one point for 3-8, 1-7 and 2-7. The
 # margins over k-means on the same pairs: tests/test_baselines_fast.py.
 @pytest.mark.parametrize(
@@ -44,7 +46,7 @@ def test_digit_pairs_match_table_1(pair_errors, classes, max_error):
 
 
 def test_mean_error_over_all_45_digit_pairs_matches_table_2(digits, pair_errors):
-    # Seed Table 2: 1.82 % for iterSVR on UCI digits; accepted up to 2.3 %. Baseline: k-means
+    # The paper's Table 2: 1.82 % for iterSVR on UCI digits; accepted up to 2.3 %. Baseline: k-means
     # (10 starts) on the same pairs.
     assert len(pair_errors) == 45
     mean = np.mean(list(pair_errors.values()))

@@ -1,6 +1,7 @@
 """RobustSVM (thesis chapter 6): REH and ROD SDPs and the ramp alternation against the SVM.
 
-The section 6.5 experiment is run at the issue's size: 20 training points per class plus 10 ring
+The section 6.5 experiment is run at the size of the tests: 20 training points per class plus 10
+ring
 outliers (n = 50) and 1,000 test points per class. The SDPs of this module take about 1-2 s each
 with SCS (eps 1e-4, the default). The thesis' offset-free classifier (fit_intercept=False) and the
 default (fit_intercept=True) are both run. Trivial baselines beside every accuracy test: the
@@ -68,7 +69,7 @@ def ring_55():
 def test_reh_and_rod_beat_the_soft_margin_svm_at_ring_radius_55(ring_55):
     errors, _ = ring_55
     # Thesis Figure 6.7: the robust methods stay near the noise-free error (Bayes 2.2 %) while
-    # the SVM degrades with R; the issue accepts below the SVM and below 6 %. Measured (n = 50,
+    # the SVM degrades with R; the test accepts below the SVM and below 6 %. Measured (n = 50,
     # SCS): SVM 25.8 % (best C = 1), REH 2.3 %, ROD 2.3 %.
     for method in ("reh", "rod"):
         assert errors[method] < errors["svm"] - 0.1, errors
@@ -148,7 +149,7 @@ def test_ramp_start_ablates_ring_outliers_when_one_class_holds_most_of_them():
 
 
 def test_robust_methods_match_the_svm_on_clean_data():
-    """No outliers: the robust methods lose at most 1 point against the SVM (issue acceptance).
+    """No outliers: the robust methods lose at most 1 point against the SVM (the accepted margin).
 
     10 draws of 20 + 20 points. Measured: SVM 2.7 %, REH 2.1 %, ROD 2.3 %, ramp 2.8 %; the
     offset-free SDP classifiers suit these origin-symmetric draws and may be *better* than the

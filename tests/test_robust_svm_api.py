@@ -37,7 +37,7 @@ def _run_on_the_slow_queue(service_url, payload, timeout):
 
 
 def test_robust_svm_rod_sdp_job_runs_on_the_slow_queue_and_reports_the_outliers(service_url):
-    # Section 6.5 draw at the size (20 + 20 + 10 ring points at R = 55): under 1 s of
+    # Section 6.5 draw at the size of the tests (20 + 20 + 10 ring points at R = 55): under 1 s of
     # the low-rank solver.
     X, y, is_outlier = gaussians_with_ring_outliers(np.random.RandomState(1000), radius=55.0)
     payload = {"algorithm": {"name": "robust_svm",

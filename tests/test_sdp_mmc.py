@@ -46,7 +46,7 @@ from tests.baselines import kmeans_error
 
 def test_two_gaussians_error_at_most_2_5_percent():
     # Thesis Table 3.1 "Gaussians": 1.2 %. Two unit Gaussians 4 sd apart, 40 points each,
-    # numpy default_rng(2) (benchmarks.gmmc.two_gaussians): Bayes error 2.3 %, the 2.5 %.
+    # numpy default_rng(2) (benchmarks.gmmc.two_gaussians): Bayes error 2.3 %, the accepted 2.5 %.
     X, y = two_gaussians(seed=2)
     model = SDPMMC(random_state=0, **PAPER_SETTING).fit(X)
     assert clustering_error(y, model.labels_) <= 0.025 + 1e-9  # 2 of 80 points
@@ -208,7 +208,7 @@ def test_semi_supervised_table_4_2_rows(row, classes, svm_margin):
     #   0689: semidefinite 6.8 +- 0.6 (6.5 +- 0.5), SVM 8.1 (20.6), spectral 7.6 (11.8).
     # The thesis's DigitsA are 20 x 16 binary images, ours scikit-learn's 8 x 8 digits, on which
     # both baselines are stronger (with 16 labeled points of four classes the SVM errs on 8 %, not
-    # 21 %), so the margin over the SVM is asserted only on 689, where the seed's 10 points hold.
+    # 21 %), so the margin over the SVM is asserted only on 689, where the paper's 10 points hold.
     # Asserted: our mean is within two combined standard errors of the thesis's row, and below
     # both of the thesis's baselines on the same draws.
     errors = table_4_2_errors(classes)

@@ -25,7 +25,7 @@ from tests.conftest import ROOT
 from tests.hardening import several_seconds
 
 HEARTBEAT = 2
-READY_WITHIN = 20.0  # the bound for /readyz after a kill
+READY_WITHIN = 20.0  # the accepted bound for /readyz after a kill
 START_TIMEOUT = 120.0  # a guard against hanging on a loaded machine, not a speed check
 FINAL = ("succeeded", "failed", "canceled")
 

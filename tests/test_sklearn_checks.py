@@ -1,4 +1,4 @@
-"""scikit-learn's estimator checks for the estimators (DESIGN.md: scikit-learn conventions).
+"""scikit-learn's estimator checks for the estimators (scikit-learn's conventions).
 
 Six of the seven are checked here; ``IterSVR`` has its own run in ``tests/test_itersvr.py``.
 

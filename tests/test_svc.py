@@ -1,6 +1,6 @@
 """Support vector clustering (seed: SVC_ben-hur_et_al_2001): sphere, labelings, schedule, model.
 
-Scaling at which the seed's q applies: iris projected on its principal components in the original
+Scaling at which the paper's q applies: iris projected on its principal components in the original
 centimetres (``PCA(c).fit_transform(X)``: centred, not whitened or standardised). At that scale the
 SV / bounded-SV counts are closest to Table 1 for all three rows (whitening or standardising first
 gives far more SVs on 3 and 4 components), and rows 1-3 and 1-4 reproduce the misclassification
@@ -65,7 +65,7 @@ def test_iris_three_components_at_the_paper_q_misclassifies_at_most_five(iris):
         model = SupportVectorClustering(gamma=7.0, p=0.70, labeling=labeling, tol=1e-6,
                                         bounded_svs="nearest").fit(X)
         labels[labeling] = model.labels_
-        # Table 1, row 1-3: 4 misclassified; the issue accepts <= 5. We get 4 with the seed's
+        # Table 1, row 1-3: 4 misclassified; the test accepts <= 5. We get 4 with the paper's
         # rule for bounded SVs, the nearest point inside the contours (the default 'chain': 6).
         assert model.n_clusters_ == 3
         assert misclassified(y, model.labels_) <= 5
@@ -83,7 +83,7 @@ def test_iris_four_components_at_the_paper_q_misclassifies_at_most_fourteen(iris
         model = SupportVectorClustering(gamma=9.0, p=0.75, labeling=labeling, tol=1e-6,
                                         bounded_svs="nearest").fit(X)
         labels[labeling] = model.labels_
-        # Table 1, row 1-4: 14 misclassified (the issue's bound). We get 14 (also with 'chain').
+        # Table 1, row 1-4: 14 misclassified (the accepted bound). We get 14 (also with 'chain').
         assert model.n_clusters_ == 3
         assert misclassified(y, model.labels_) <= 14
         # Table 1: 34 SVs, 96 bounded SVs; we get 29 and 98 (tolerance 6 each).
@@ -94,7 +94,7 @@ def test_iris_four_components_at_the_paper_q_misclassifies_at_most_fourteen(iris
 
 
 def test_ten_segment_samples_bridge_the_iris_four_component_gap_that_twenty_close(iris):
-    """Why n_segment_points defaults to 20: with the seed's 10 one long segment of the complete
+    """Why n_segment_points defaults to 20: with the paper's 10 one long segment of the complete
     graph skips over the gap between versicolor and virginica."""
     X, _ = iris_pcs(iris, 4)
     coarse = SupportVectorClustering(gamma=9.0, p=0.75, labeling="complete", n_segment_points=10,
@@ -106,9 +106,9 @@ def test_iris_two_components_at_the_paper_q_keeps_setosa_apart_but_merges_the_ov
     """Table 1 row 1-2 (q = 4.2, 1/(NC) = 0.55, 4 misclassified) does NOT reproduce on these data:
     the contours of versicolor and virginica touch, so the complete graph joins them (50 points
     misclassified). What does reproduce: the SV counts (paper 20 / 72, ours 14 / 77) and setosa
-    alone in its cluster. Also checked: the seed's UCI copy of iris, standardised, min-max or
+    alone in its cluster. Also checked: the paper's UCI copy of iris, standardised, min-max or
     log features before PCA, whitened or quarter-whitened scores, each at 60 isotropic scales
-    (best 7 misclassified, min-max at 3.6x); versicolor + virginica alone with the seed's C
+    (best 7 misclassified, min-max at 3.6x); versicolor + virginica alone with the paper's C
     (N = 150) or p = 0.55 (16 and 38 misclassified). Only ad-hoc anisotropic scalings found by
     searching with the labels reach 4-5 (PC1 x 1.65, PC2 x 0.90), which is fitting, not a
     scaling to state."""
