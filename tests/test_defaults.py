@@ -2,7 +2,7 @@
 
 The ten public sets and the peers are those of ``benchmarks/defaults.py`` (scikit-learn's
 "comparing clustering algorithms" example at 300 points, iris, wine, breast cancer, digits), scored
-by adjusted Rand index (ARI) in one run. The other tests pin the failures that the defaults issue
+by adjusted Rand index (ARI) in one run. The other tests pin the failures that the defaults fix,
 measured with the papers' widths and starts, each beside the trivial baseline (k-means).
 """
 

@@ -34,8 +34,7 @@ def pair_errors(digits, fitted_on_digits):
 
 
 # The paper's Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds
-# are the
-# issue's acceptance levels: the paper's number plus about one point for 3-8, 1-7 and 2-7. The
+# are the acceptance levels: the paper's number plus about one point for 3-8, 1-7 and 2-7. The
 # margins over k-means on the same pairs: tests/test_baselines_fast.py.
 @pytest.mark.parametrize(
     ("classes", "max_error"),

@@ -105,7 +105,7 @@ def test_digit_pairs_with_50_points_per_class(pair, bound, margin):
 # --- thesis Table 4.1 (multi-class) -------------------------------------------------------------
 
 def test_digits_0689_with_20_per_class_error_at_most_12_percent():
-    # Thesis Table 4.1 "DigitsA0689" (20 of 39 per class): 11.6 +- 1.8 %; issue bound 12 %.
+    # Thesis Table 4.1 "DigitsA0689" (20 of 39 per class): 11.6 +- 1.8 %; accepted bound 12 %.
     X, y = digits_subset((0, 6, 8, 9), 20, seed=0)
     model = SDPMMC(n_clusters=4, random_state=0, **PAPER_SETTING).fit(X)
     assert clustering_error(y, model.labels_) <= 0.12 + 1e-9

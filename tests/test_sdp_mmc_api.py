@@ -26,7 +26,7 @@ def test_sdp_mmc_job_runs_on_the_slow_queue_and_its_model_predicts(service_url):
     assert final["status"] == "succeeded", final["error"]
     assert final["progress"]["step"] >= 1  # the worker forwarded the estimator's events
     result = _result(service_url, job["id"])
-    # Thesis Table 3.1 "Gaussians" 1.2 %; issue bound 2.5 % (2 of 80 points).
+    # Thesis Table 3.1 "Gaussians" 1.2 %; accepted bound 2.5 % (2 of 80 points).
     assert clustering_error(y, result["labels"]) <= 0.025 + 1e-9
     assert result["extras"]["warnings"] == [] and result["warnings"] == []
     assert result["extras"]["n_iter"] > 0
