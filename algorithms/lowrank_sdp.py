@@ -29,7 +29,9 @@ multipliers, so ``y`` is also refitted to stationarity at the final ``V`` and th
 kept. ``f(Z)`` is an upper bound only at a feasible ``Z``: an iterate that violates an
 inequality within the tolerance is certified, and returned, after the shortest step along the
 inequalities' negative gradient that satisfies them (:func:`_restore_feasibility`); while that
-point's gap stays open the penalty grows.
+point's gap stays open the penalty grows, unless the restoration's cost ``y^T (A(Z) - b)_+`` is
+below a tenth of the tolerance (a rounding-level violation, which a larger penalty would only
+turn into multiplier noise).
 
 Two extensions serve the programs below:
 
@@ -563,7 +565,15 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
                 if V_feasible is not V:
                     V, infeas = V_feasible, _infeasibility(V_feasible, cons)
                 break
-            if V_feasible is not V:  # the violation, within tol, may be what keeps it open
+            # The violation, within tol, may be what keeps the gap open: restoring feasibility
+            # raises f by about y^T (A(Z) - b)_+, so the penalty grows while that is a tenth of
+            # the tolerance or more. Below, the violation is rounding (an active inequality
+            # lands a few ulps either side of its bound); a larger penalty would only turn it
+            # into multiplier noise (y + mu g) and an ill-conditioned inner problem, with
+            # lambda_min of the dual slack, and the gap, following that noise.
+            if (V_feasible is not V
+                    and float(y @ np.where(ineq, np.maximum(g, 0.0), 0.0))
+                    >= 0.1 * tol * f_scale):
                 mu = min(4.0 * mu, mu_max)
             # Sharpen when the smoothed program is solved (the rest of the gap is the
             # smoothing's bias), or when the objective has settled and that bias, above half
