@@ -20,6 +20,8 @@ import numpy as np
 
 from benchmarks.defaults import heldout_sets, public_sets, sweep_sets
 
+METHODS = ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc", "robust_svm", "m3n")
+
 
 def _paper_setting(name: str) -> dict:
     """The paper's own setting of a clustering method, under either spelling of its name."""
@@ -35,12 +37,12 @@ def _paper_setting(name: str) -> dict:
     return {}
 
 
-def _vector_runs():
+def _vector_runs(methods):
     from algorithms.registry import get_spec
 
     sets = [("public", s) for s in public_sets()] + [("heldout", s) for s in heldout_sets()]
     sets += [("sweep", s) for s in sweep_sets()]
-    for name in ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc"):
+    for name in [m for m in ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc") if m in methods]:
         spec = get_spec(name)
         for family, data in sets:
             params = {"n_clusters": data.n_clusters, "random_state": 0}
@@ -54,23 +56,23 @@ def _vector_runs():
                     s.build(p).fit(d.X).labels_
 
 
-def _other_runs():
+def _other_runs(methods):
     from algorithms.m3n import UnsupervisedM3N, sample_switching_hmm
     from algorithms.robust_svm import RobustSVM, gaussians_with_ring_outliers
 
     rng = np.random.RandomState(0)
     X, y, _ = gaussians_with_ring_outliers(rng, radius=5.0)
-    for method in ("reh", "rod", "ramp"):
+    for method in ("reh", "rod", "ramp") if "robust_svm" in methods else ():
         yield f"robust_svm/{method}", lambda m=method: RobustSVM(method=m).fit(X, y).predict(X)
     sequences = sample_switching_hmm(0.1, random_state=0)[0]
-    for method in ("alternating", "exact"):
+    for method in ("alternating", "exact") if "m3n" in methods else ():
         yield f"m3n/{method}", lambda m=method: UnsupervisedM3N(
             method=m, random_state=0).fit(sequences[:8] if m == "exact" else sequences).labels_
 
 
-def dump(path: str) -> None:
+def dump(path: str, methods: list[str]) -> None:
     labels: dict[str, np.ndarray] = {}
-    for key, run in [*_vector_runs(), *_other_runs()]:
+    for key, run in [*_vector_runs(methods), *_other_runs(methods)]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -84,7 +86,8 @@ def dump(path: str) -> None:
 
 
 def compare(before: str, after: str) -> int:
-    a, b = np.load(before), np.load(after)
+    """Every vector of ``after`` against ``before`` (``after`` may hold only some methods)."""
+    b, a = np.load(before), np.load(after)
     differ = [key for key in a.files if key not in b.files or a[key].shape != b[key].shape
               or not np.array_equal(a[key], b[key])]
     for key in differ:
@@ -96,13 +99,15 @@ def compare(before: str, after: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("dump").add_argument("path")
+    dumping = sub.add_parser("dump")
+    dumping.add_argument("path")
+    dumping.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     comparing = sub.add_parser("compare")
     comparing.add_argument("before")
     comparing.add_argument("after")
     args = parser.parse_args()
     if args.command == "dump":
-        dump(args.path)
+        dump(args.path, args.methods)
     else:
         sys.exit(compare(args.before, args.after))
 
