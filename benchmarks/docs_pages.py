@@ -96,7 +96,10 @@ def machine() -> str:
 
 def provenance(command: str) -> str:
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
-    return f"_Made by `{command}` on {today}, {machine()}._"
+    # A shared machine's contention shows in the seconds, so the page says how loaded it was.
+    load = os.getloadavg()[0]
+    return (f"_Made by `{command}` on {today}, {machine()}; 1-minute load average {load:.1f} at "
+            f"the end of the run._")
 
 
 def pending(command: str) -> str:
