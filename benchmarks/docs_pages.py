@@ -107,7 +107,7 @@ def pending(command: str) -> str:
     return f"_Not generated yet: `{command}` fills this table._"
 
 
-def demote_headings(markdown: str, levels: int = 2) -> str:
+def demote_headings(markdown: str, levels: int = 1) -> str:
     """Move Markdown headings down ``levels`` levels, so a script's ``##`` sits under a page's
     ``##`` section."""
     return re.sub(r"^(#+) ", lambda m: "#" * min(6, len(m.group(1)) + levels) + " ", markdown,
