@@ -73,3 +73,17 @@ def test_readme_documents_every_setting():
     missing = [f"{prefix}{name}".upper() for name in settings.model_fields
                if f"`{prefix}{name}`".upper() not in text.upper()]
     assert not missing, f"README's configuration table lacks {missing}"
+
+
+def test_replace_region_changes_only_the_inside_of_its_markers():
+    text = ("intro\n<!-- BEGIN GENERATED: a -->\nold\n<!-- END GENERATED: a -->\n"
+            "<!-- BEGIN GENERATED: b -->\nkept\n<!-- END GENERATED: b -->\noutro\n")
+    new = docs_pages.replace_region(text, "a", "| new | table |")
+    assert new == text.replace("old", "| new | table |")
+    assert docs_pages.read_region(new, "b") == "kept\n"
+    with pytest.raises(KeyError):
+        docs_pages.replace_region(text, "c", "anything")
+
+
+def test_demote_headings_puts_a_script_heading_under_the_page_section():
+    assert docs_pages.demote_headings("## Table 1\n\n| a |\n") == "### Table 1\n\n| a |\n"
