@@ -87,3 +87,12 @@ def test_replace_region_changes_only_the_inside_of_its_markers():
 
 def test_demote_headings_puts_a_script_heading_under_the_page_section():
     assert docs_pages.demote_headings("## Table 1\n\n| a |\n") == "### Table 1\n\n| a |\n"
+
+
+def test_relative_links_of_the_readme_and_docs_point_to_files():
+    broken = []
+    for page in [README, *DOCS.rglob("*.md")]:
+        for target in re.findall(r"\]\(([^)#\s:]+)(?:#[^)]*)?\)", page.read_text()):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, f"broken links: {broken}"
