@@ -19,6 +19,7 @@ from sklearn.datasets import load_digits
 
 from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C, PAPER_SETTING
+from benchmarks import docs_pages
 
 K4_PARAMS = {"C": 3.0, "score_balance": 0.0}
 # The setting of the 45-pair mean, selected on this data (n_restarts=1, the default: 98.47 %).
@@ -137,10 +138,13 @@ def scaling(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="skip the 45 pairs and n > 8000")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
-    table_2(args.quick)
-    print()
-    scaling(args.quick)
+    with docs_pages.record(args.write_docs, docs_pages.algorithm_page("cpm3c"), "cpm3c-paper",
+                           "benchmarks.cpm3c"):
+        table_2(args.quick)
+        print()
+        scaling(args.quick)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
 from sklearn.preprocessing import StandardScaler
 
+from benchmarks import docs_pages
+
 ANISOTROPIC = np.array([[0.6, -0.6], [-0.4, 0.8]])
 
 
@@ -336,27 +338,47 @@ def main() -> None:
     parser.add_argument("--many-clusters", nargs="+", type=int, metavar="K",
                         help="instead: ARI and seconds on many_cluster_sets with these numbers "
                         "of clusters (k-means too)")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
     # their results, not of this table.
     warnings.simplefilter("ignore")
     algorithms = args.algorithms if args.algorithms is not None else clustering_algorithms()
+    page, module = docs_pages.DOCS / "defaults.md", "benchmarks.defaults"
     if args.at_scale:
-        at_scale(algorithms, args.at_scale, seed=args.seed)
+        with docs_pages.record(args.write_docs, page, "defaults-at-scale", module):
+            at_scale(algorithms, args.at_scale, seed=args.seed)
         return
     if args.grid:
-        at_scale(algorithms, args.grid, seed=args.seed, make_sets=grid_sets)
+        with docs_pages.record(args.write_docs, page, "defaults-grid", module):
+            at_scale(algorithms, args.grid, seed=args.seed, make_sets=grid_sets)
         return
     if args.many_clusters:
-        at_scale(algorithms, args.many_clusters, seed=args.seed, make_sets=many_cluster_sets,
-                 peers=("k-means", "spectral"))
+        with docs_pages.record(args.write_docs, page, "defaults-many-clusters", module):
+            at_scale(algorithms, args.many_clusters, seed=args.seed,
+                     make_sets=many_cluster_sets, peers=("k-means", "spectral"))
         return
+    region = "defaults-heldout" if args.heldout else "defaults-sweep" if args.sweep else (
+        "defaults-public")
     sets = heldout_sets() if args.heldout else sweep_sets() if args.sweep else public_sets()
-    scores = run_suite(sets, algorithms, seed=args.seed)
-    print(markdown_table(sets, scores))
-    print()
-    print("\n".join(summary(scores, algorithms)))
+    with docs_pages.record(args.write_docs, page, region, module):
+        scores = run_suite(sets, algorithms, seed=args.seed)
+        print(markdown_table(sets, scores))
+        print()
+        print("\n".join(summary(scores, algorithms)))
+    if args.write_docs and region == "defaults-public":
+        write_algorithm_pages(sets, scores, algorithms)
 
+
+def write_algorithm_pages(sets: list[ClusteringSet], scores: dict[str, list[Score]],
+                          algorithms: list[str]) -> None:
+    """Each algorithm's page gets its own column beside scikit-learn's, from the same run."""
+    line = docs_pages.provenance(docs_pages.command_line("benchmarks.defaults"))
+    peers = {name: scores[name] for name in scikit_learn_peers()}
+    for name in algorithms:
+        table = markdown_table(sets, {**peers, name: scores[name]})
+        body = f"{line}\n\n{table}\n\n{summary(scores, [name])[0]}"
+        docs_pages.write_region(docs_pages.algorithm_page(name), f"{name}-defaults", body)
 
 if __name__ == "__main__":
     main()

@@ -31,6 +31,7 @@ from algorithms.gmmc import (
     width_fractions_gammas,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
+from benchmarks import docs_pages
 
 # Table 1 of the paper, error %: (best width, kernel learning).
 TABLE_1 = {
@@ -244,16 +245,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", choices=("table", "readings", "equivalence", "scaling"),
                         help="run one part (default: all)")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
-    if args.only in (None, "table"):
-        table_1()
-    if args.only in (None, "readings"):
-        kernel_learning_readings()
-        construction_variants()
-    if args.only in (None, "equivalence"):
-        solver_equivalence()
-    if args.only in (None, "scaling"):
-        scaling()
+    with docs_pages.record(args.write_docs, docs_pages.algorithm_page("gmmc"), "gmmc-paper",
+                           "benchmarks.gmmc"):
+        if args.only in (None, "table"):
+            table_1()
+        if args.only in (None, "readings"):
+            kernel_learning_readings()
+            construction_variants()
+        if args.only in (None, "equivalence"):
+            solver_equivalence()
+        if args.only in (None, "scaling"):
+            scaling()
 
 
 if __name__ == "__main__":

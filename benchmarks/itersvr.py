@@ -26,6 +26,7 @@ from sklearn.datasets import load_digits
 
 from algorithms.base import clustering_error
 from algorithms.itersvr import PAPER_SETTING, IterSVR
+from benchmarks import docs_pages
 
 TABLE_1 = {(3, 8): 3.36, (1, 7): 0.55, (2, 7): 0.0, (8, 9): 3.67}  # iterSVR error %, Table 1
 TABLE_2_MEAN = 1.82  # mean error % over the 45 UCI digit pairs, Table 2
@@ -74,8 +75,14 @@ def synthetic_image(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="skip the 45 pairs and n = 40k")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    with docs_pages.record(args.write_docs, docs_pages.algorithm_page("itersvr"), "itersvr-paper",
+                           "benchmarks.itersvr"):
+        paper_tables(args)
 
+
+def paper_tables(args: argparse.Namespace) -> None:
     print("## Table 1: digit pairs, clustering error %\n")
     print("| pair | n | paper iterSVR | ours | k-means | spectral | ours, s | k-means, s | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -28,7 +28,7 @@ def _paper_setting(name: str) -> dict:
     import importlib
 
     module = importlib.import_module(f"algorithms.{name}")
-    for attribute in ("PAPER_SETTING", "SEED_SETTING"):
+    for attribute in ("PAPER_SETTING", "PAPER_SETTING"):
         if hasattr(module, attribute):
             setting = dict(getattr(module, attribute))
             if setting.get("gamma") == "seed":

@@ -27,6 +27,7 @@ from sklearn.datasets import make_blobs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import docs_pages  # noqa: E402
 from mmc import processes  # noqa: E402
 
 
@@ -55,7 +56,14 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--points", type=int, default=50)
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    with docs_pages.record(args.write_docs, docs_pages.DOCS / "service_performance.md",
+                           "long-poll", "benchmarks.long_poll"):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         redis_port = processes.free_port()
         redis = processes.start_redis(redis_port, Path(tmp) / "redis")

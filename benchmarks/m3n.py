@@ -18,6 +18,7 @@ import numpy as np
 
 from algorithms.base import clustering_error
 from algorithms.m3n import UnsupervisedM3N, sample_switching_hmm
+from benchmarks import docs_pages
 
 THESIS = {  # Table 5.2: CDHMM, ACDHMM, EM (error %)
     "Data1": (0.05, 3.38, 14.46, 15.09),
@@ -91,10 +92,13 @@ def main() -> None:
     parser.add_argument("--skip-exact", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--max-positions", type=int, default=100_000)
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
-    if not args.skip_synthetic:
-        synthetic_table(args.repeats, args.skip_exact)
-    scaling_table(args.max_positions)
+    with docs_pages.record(args.write_docs, docs_pages.algorithm_page("m3n"), "m3n-paper",
+                           "benchmarks.m3n"):
+        if not args.skip_synthetic:
+            synthetic_table(args.repeats, args.skip_exact)
+        scaling_table(args.max_positions)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from algorithms.robust_svm import (
     gaussians_with_ring_outliers,
     outlier_f_measure,
 )
+from benchmarks import docs_pages
 
 C_GRID = (1e-4, 1e-2, 1.0, 1e2, 1e4)  # C = 1 / beta for the thesis' beta grid
 # libsvm at C = 1e4 on ring outliers needs 6e7-2.4e8 iterations (8-31 s per fit at R = 35); the
@@ -114,11 +115,20 @@ def main() -> None:
     parser.add_argument("--timing-only", action="store_true", help="only the timings")
     parser.add_argument("--robust-C", type=float, default=None,
                         help="C of REH/ROD/ramp (default: the SVM's best C of each draw)")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
+    page = docs_pages.algorithm_page("robust_svm")
     if args.timing_only:
-        timing()
+        with docs_pages.record(args.write_docs, page, "robust_svm-timing",
+                               "benchmarks.robust_svm"):
+            timing()
         return
+    with docs_pages.record(args.write_docs, page, "robust_svm-paper", "benchmarks.robust_svm"):
+        paper_table(args)
+
+
+def paper_table(args: argparse.Namespace) -> None:
     print("| R | SVM (best C) | REH | ROD (rho 0.8) | ramp | ROD P / R / F (outliers_) "
           "| ROD best F (eta) | seconds SVM grid / REH / ROD / ramp | robust fits warned "
           "| SVM fits capped |")

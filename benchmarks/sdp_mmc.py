@@ -33,6 +33,7 @@ from algorithms.base import balance_limit, balanced_signs, clustering_error, psd
 from algorithms.kernels import pairwise_kernel
 from algorithms.sdp_mmc import PAPER_SETTING, SDPMMC
 from algorithms.selection.margin import margin_kernel, two_class_margin_objective
+from benchmarks import docs_pages
 from benchmarks.gmmc import two_circles, two_gaussians
 
 # Thesis Table 3.1 / 4.1 / 3.2 (error %), and the iterSVR paper's Table 1 "MMC" column for pairs.
@@ -292,18 +293,24 @@ def main():
     parser.add_argument("--digits-89", action="store_true", help="only the digits 8-9 study")
     parser.add_argument("--draws", type=int, default=0,
                         help="only the digit pairs over this many random draws")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    if args.write_docs and (args.digits_89 or args.draws or args.only_timing):
+        parser.error("--write-docs writes the thesis tables: run it without --digits-89, "
+                     "--draws and --only-timing")
     if args.digits_89:
         digits_89_study()
         return
     if args.draws:
         draws_study(args.draws)
         return
-    if not args.only_timing:
-        two_class_table()
-        multiclass_table(args.quick)
-        semi_supervised_table()
-    timing(args.sizes, args.k_sizes)
+    with docs_pages.record(args.write_docs, docs_pages.algorithm_page("sdp_mmc"), "sdp_mmc-paper",
+                           "benchmarks.sdp_mmc"):
+        if not args.only_timing:
+            two_class_table()
+            multiclass_table(args.quick)
+            semi_supervised_table()
+        timing(args.sizes, args.k_sizes)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from algorithms.sdp_mmc import (
     solve_two_class_sdp,
 )
 from algorithms.selection.margin import margin_kernel
+from benchmarks import docs_pages
 from benchmarks.gmmc import two_gaussians
 
 
@@ -267,18 +268,21 @@ def main() -> None:
                         help="also (4.8): low-rank vs SCS on digits, and k = 10 at n = 600")
     parser.add_argument("--gmmc", action="store_true",
                         help="also GMMC's SDP (10) by its own solver and the shared one")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
-    two_class_table(args.sizes, args.lowrank_sizes)
-    if args.robust_sizes:
-        robust_table(args.robust_sizes, args.robust_lowrank_sizes)
-    if args.robust_moons:
-        robust_table(args.robust_sizes, args.robust_lowrank_sizes, data="moons")
-    if args.rows:
-        rows_table()
-    if args.multiclass:
-        multiclass_table()
-    if args.gmmc:
-        gmmc_table()
+    with docs_pages.record(args.write_docs, docs_pages.DOCS / "sdp_solver.md", "sdp-solver",
+                           "benchmarks.sdp_solver"):
+        two_class_table(args.sizes, args.lowrank_sizes)
+        if args.robust_sizes:
+            robust_table(args.robust_sizes, args.robust_lowrank_sizes)
+        if args.robust_moons:
+            robust_table(args.robust_sizes, args.robust_lowrank_sizes, data="moons")
+        if args.rows:
+            rows_table()
+        if args.multiclass:
+            multiclass_table()
+        if args.gmmc:
+            gmmc_table()
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from sklearn.datasets import make_blobs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import docs_pages  # noqa: E402
 from core.queues import QUEUE_NAMES, get_queue  # noqa: E402
 from mmc import processes  # noqa: E402
 
@@ -142,8 +143,14 @@ def main() -> int:
     parser.add_argument("--rate-seconds", type=float, default=10.0)
     parser.add_argument("--sustained-jobs", type=int, default=200)
     parser.add_argument("--api-workers", type=int, default=1, help="uvicorn processes")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    with docs_pages.record(args.write_docs, docs_pages.DOCS / "service_performance.md",
+                           "service-load", "benchmarks.service_load"):
+        return run(args)
 
+
+def run(args: argparse.Namespace) -> int:
     rows: list[tuple[str, float, float | None]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

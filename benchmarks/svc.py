@@ -24,6 +24,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import clustering_error
 from algorithms.svc import SupportVectorClustering, label_points, solve_enclosing_sphere
+from benchmarks import docs_pages
 from benchmarks.defaults import large_sets, registry_clusterer, scikit_learn_peers, score
 
 LABELINGS = ("complete", "support_vectors", "knn")
@@ -144,13 +145,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="timing only up to 5,000 points")
     parser.add_argument("--defaults-at-scale", action="store_true",
                         help="only the table of the defaults against n (up to 50,000 points)")
+    docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    page = docs_pages.algorithm_page("svc")
     if args.defaults_at_scale:
-        defaults_scaling([2000, 5000, 10000, 50000], exact_max_n=10000)
+        with docs_pages.record(args.write_docs, page, "svc-at-scale", "benchmarks.svc"):
+            defaults_scaling([2000, 5000, 10000, 50000], exact_max_n=10000)
         return
-    table_1()
-    figure_2()
-    scaling([1000, 2000, 5000] if args.quick else [1000, 2000, 5000, 10000, 20000])
+    with docs_pages.record(args.write_docs, page, "svc-paper", "benchmarks.svc"):
+        table_1()
+        figure_2()
+        scaling([1000, 2000, 5000] if args.quick else [1000, 2000, 5000, 10000, 20000])
 
 
 if __name__ == "__main__":
