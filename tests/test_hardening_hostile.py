@@ -371,7 +371,7 @@ def test_m3n_symbols_are_bounded_at_submit_and_at_predict(deployment):
     ("robust_svm", {}, [0] * 10 + [1] * 10 + [2] * 10, ("exactly two classes, got 3",)),
     ("sdp_mmc", {"class_balance": 0.0}, [0] * 25 + [1] * 5, ("25 of 30 points in cluster 0",)),
     ("sdp_mmc", {"n_clusters": 3, "multiclass": "joint"}, [2] * 20 + [-1] * 10,
-     ("more than class_balance=0.1 allows (13.0)",)),  # SCS "infeasible" in the worker before
+     ("more than size_band=0.1 allows (13.0)",)),  # SCS "infeasible" in the worker before
 ])
 def test_labels_a_worker_could_only_fail_on_are_422(deployment, name, params, y, words):
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)

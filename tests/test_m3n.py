@@ -299,7 +299,7 @@ def test_predict_refuses_symbols_outside_the_training_vocabulary():
 
 @pytest.mark.parametrize(("params", "field"), [({"n_states": 1}, "n_states"),
                                                ({"method": "em"}, "method"),
-                                               ({"beta": 0.0}, "beta")])
+                                               ({"C": 0.0}, "C")])
 def test_invalid_parameters_name_the_field(params, field):
     with pytest.raises(ValueError, match=field):
         UnsupervisedM3N(**params).fit([[0, 1, 0, 1]])
@@ -316,4 +316,4 @@ def test_registry_routes_exact_to_slow_and_limits_its_positions():
     exact, alternating = spec.parse_params({"method": "exact"}), spec.parse_params({})
     assert spec.queue_for(exact) == "slow" and spec.queue_for(alternating) == "fast"
     assert spec.max_n_for(exact) < spec.max_n_for(alternating)
-    assert spec.build(alternating).beta == 0.01
+    assert spec.build(alternating).C == 100.0

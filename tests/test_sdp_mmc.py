@@ -275,7 +275,8 @@ def test_infeasible_sdp_raises_with_the_solver_status():
 ])
 def test_labels_that_break_the_balance_are_refused_before_any_solve(k, multiclass, labels):
     X, _ = make_blobs(n_samples=30, centers=k, random_state=0)
-    with pytest.raises(ValueError, match=r"more than class_balance=0\.1 allows"):
+    band = "class_balance" if k == 2 else "size_band"  # (3.5)'s label sum, (4.8)'s sizes
+    with pytest.raises(ValueError, match=rf"more than {band}=0\.1 allows"):
         SDPMMC(n_clusters=k, multiclass=multiclass).fit(X, np.array(labels))
 
 
