@@ -1,6 +1,6 @@
 """SDP MMC's semi-supervised multi-class paper rows (Xu 2007, thesis Table 4.2) and the
 solver-tolerance check on the same protocol: the heaviest SCS solves of the suite, in a module of
-their own so that parallel test workers can run them beside the rest."""
+their own."""
 
 import numpy as np
 import pytest
