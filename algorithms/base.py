@@ -70,6 +70,12 @@ SampleSolver = Literal["auto", "exact", "sample"]
 
 # The default of a renamed parameter that ``__init__`` still accepts for one release.
 DEPRECATED = "deprecated"
+
+
+def is_unset(value: Any) -> bool:
+    """Whether a renamed parameter was left at its ``DEPRECATED`` default (not passed)."""
+    return isinstance(value, str) and value == DEPRECATED
+
 # Values renamed in every model that has the parameter (old value -> new value).
 RENAMED_VALUES: dict[str, dict[str, str]] = {
     "gamma": {"seed": "paper"},
@@ -116,7 +122,7 @@ class AlgorithmParams(BaseModel):
             if old not in data:
                 continue
             value = data.pop(old)
-            if isinstance(value, str) and value == DEPRECATED:
+            if is_unset(value):
                 continue
             warnings.warn(f"parameter {old!r} is renamed {new!r}"
                           + (" (with the value converted)" if convert else "")
@@ -364,7 +370,7 @@ class MMCEstimatorMixin:
         when a caller set that one."""
         for old, (new, convert) in self.params_model.renamed.items():
             value = getattr(self, old, DEPRECATED)
-            if new == name and not (isinstance(value, str) and value == DEPRECATED):
+            if new == name and not is_unset(value):
                 return convert(value) if convert else value
         return getattr(self, name)
 
@@ -401,7 +407,7 @@ class MMCEstimatorMixin:
         state, arrays = self._export_state()
         params = {name: value for name, value in self.get_params(deep=False).items()  # type: ignore[attr-defined]
                   if name not in self.params_model.library_only
-                  and not (isinstance(value, str) and value == DEPRECATED)}
+                  and not is_unset(value)}
         meta = {
             "format": MODEL_FORMAT,
             "estimator": type(self).__name__,

@@ -38,7 +38,7 @@ def render_job(record: dict[str, Any]) -> dict[str, Any]:
             "fit_seconds": record.get("fit_seconds"),
             "load_seconds": timing.get("load_seconds"),
             "store_seconds": timing.get("store_seconds"),
-            "plot_seconds": timing.get("plot_seconds"),
+            "plot_seconds": None,  # deprecated: plots are drawn on request, not by the job
         },
         "error": record.get("error"),
         "model_id": record.get("model_id"),

@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     model_cache_size: int = Field(64, ge=0, description="Decoded models kept per API process.")
     page_size_max: int = Field(100, ge=1, description="Largest page of GET /v1/jobs.")
     plots: bool = Field(
-        True, description="Workers draw each finished job's plot (GET /v1/jobs/{id}/plot; "
-                          "about 0.3 s and 60 KB of Redis per job).")
+        True, description="GET /v1/jobs/{id}/plot draws a job's plot the first time it is asked "
+                          "for (about 0.3 s) and keeps it as long as the job (about 60 KB of "
+                          "Redis); false answers it 404.")
 
 
 def parse_pairs(value: str) -> dict[str, str]:

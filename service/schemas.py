@@ -89,7 +89,9 @@ class Timing(BaseModel):
     load_seconds: float | None = None
     store_seconds: float | None = None
     plot_seconds: float | None = Field(
-        None, description="Drawing the job's plot (GET /v1/jobs/{id}/plot), in the worker.")
+        None, deprecated=True,
+        description="Always null: the plot is drawn on first request (GET /v1/jobs/{id}/plot), "
+                    "not by the job. Removed in the next release.")
 
 
 class JobError(BaseModel):

@@ -1,21 +1,23 @@
-"""Plots of finished jobs: drawn by the worker (``worker/plots.py``), served as SVG or PNG by
-``GET /v1/jobs/{id}/plot``, one tenant's only.
+"""Plots of finished jobs: drawn by the API when first asked for (``service/plots.py``), kept
+in the plot store, served as SVG or PNG by ``GET /v1/jobs/{id}/plot``, one tenant's only.
 
 The SVGs keep their text as text (``svg.fonttype: none``), so a test reads what the plot says.
 """
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 
 import httpx
 import numpy as np
 import pytest
+from redis import Redis
 from sklearn.datasets import load_digits, make_blobs
+from worker.plots import job_plot
 
 from tests.conftest import TENANT_KEYS
 from tests.helpers import submit_job, wait_for_job
-from worker.plots import job_plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -90,12 +92,15 @@ def finished_job(base_url: str, payload: dict) -> str:
     return job["id"]
 
 
-def test_plot_of_2d_job_is_svg_by_default_and_png_on_accept(service_url):
+def test_plot_of_2d_job_is_svg_by_default_and_png_on_accept(service_url, redis_url):
     X, _ = make_blobs(n_samples=80, centers=2, random_state=0)
     job_id = finished_job(service_url, {"algorithm": {"name": "itersvr",
                                                       "params": {"random_state": 0}},
                                         "data": {"X": X.tolist()}})
+    redis = Redis.from_url(redis_url)
+    assert not redis.exists(f"mmc:plot:{job_id}")  # the job drew none: the first GET does
     svg = httpx.get(f"{service_url}/v1/jobs/{job_id}/plot", timeout=30)
+    assert redis.exists(f"mmc:plot:{job_id}")
     assert svg.status_code == 200
     assert svg.headers["content-type"] == "image/svg+xml"
     assert "regions the model predicts" in svg_text(svg.content)
@@ -109,9 +114,11 @@ def test_plot_of_2d_job_is_svg_by_default_and_png_on_accept(service_url):
     assert browser.headers["content-type"] == "image/svg+xml"
     forced = httpx.get(f"{service_url}/v1/jobs/{job_id}/plot?format=png", timeout=30)
     assert forced.content.startswith(PNG_MAGIC)
+    again = httpx.get(f"{service_url}/v1/jobs/{job_id}/plot", timeout=30)
+    assert again.content == svg.content  # served from the plot store
     job = httpx.get(f"{service_url}/v1/jobs/{job_id}", timeout=30).json()
     assert job["links"]["plot"] == f"/v1/jobs/{job_id}/plot"
-    assert job["timing"]["plot_seconds"] > 0
+    assert job["timing"]["plot_seconds"] is None  # deprecated: no job draws a plot
 
 
 def test_plot_of_64_feature_digits_is_a_pca_projection(service_url):
@@ -178,3 +185,17 @@ def test_labels_csv_is_one_label_per_line(service_url):
     assert f'filename="{job_id}.labels.csv"' in response.headers["content-disposition"]
     result = httpx.get(f"{service_url}/v1/jobs/{job_id}/result", timeout=30).json()
     assert [int(line) for line in response.text.splitlines()] == result["labels"]
+
+
+def test_plot_whose_dataset_has_expired_is_a_404_that_says_so(service_url, redis_url):
+    X, _ = make_blobs(n_samples=30, centers=2, random_state=4)
+    job_id = finished_job(service_url, {"algorithm": {"name": "itersvr",
+                                                      "params": {"random_state": 0}},
+                                        "data": {"X": X.tolist()}})
+    redis = Redis.from_url(redis_url)
+    dataset_id = json.loads(redis.get(f"mmc:job:{job_id}:input"))["dataset_id"]
+    redis.delete(f"mmc:dataset:{dataset_id}")
+    response = httpx.get(f"{service_url}/v1/jobs/{job_id}/plot", timeout=30)
+    assert response.status_code == 404
+    assert "has expired" in response.json()["detail"]
+    assert httpx.get(f"{service_url}/v1/jobs/{job_id}/labels.csv", timeout=30).status_code == 200

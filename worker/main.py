@@ -14,7 +14,6 @@ from algorithms.lowrank_sdp import compiled_active_set, compiled_lbfgs
 from core.jobs import lost_job, record_id
 from core.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
-from worker.plots import warm_up
 from worker.sweeper import Sweeper
 
 
@@ -43,7 +42,6 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
-    warm_up()
     warm_compiled_kernels()
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],

@@ -29,7 +29,6 @@ from core.settings import get_settings
 from core.stores import Stores
 from core.webhooks import schedule
 from worker import memory
-from worker.plots import job_plot
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +208,6 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             "model_id": model_id,
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         }
-        if get_settings().plots:
-            timing["plot_seconds"] = store_plot(stores, job_id, spec, X, estimator, extras)
         # Result, status and model_id in one fenced step: they come from the same attempt.
         done = jobs.transition(job_id, ("running",), fence=fence, result=result,
                                keep_model=(model_id, stores.models.ttl),
@@ -241,31 +238,6 @@ def _fail(jobs, job_id: str, fence: str | None, error_type: str, message: str) -
                             finished_at=time.time(),
                             error={"type": error_type, "message": message})
     return "failed" if moved else "canceled"
-
-
-def store_plot(stores: Stores, job_id: str, spec, X: Any, estimator, extras: dict[str, Any]
-               ) -> float | None:
-    """Draw the job's plot before it is marked succeeded, so a client that sees ``succeeded``
-    finds it; returns the seconds it took. A plot that cannot be drawn loses the picture, not
-    the job (``GET /v1/jobs/{id}/plot`` then says so)."""
-    started = time.perf_counter()
-    try:
-        images = job_plot(
-            spec.name, X, estimator.labels_,
-            predict=estimator.predict if spec.input_kind == "vectors" else None,
-            # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
-            outlier_label=None if spec.labels == "required" else -1,
-            outliers=extras.get("outliers") or (),
-        )
-        stores.plots.put(job_id, images)
-    except JobTimeoutException:
-        # The fit and its result are done: a plot cut off by the job's timeout is skipped.
-        log.warning("plot of job %s not drawn: the job's timeout ran out", job_id)
-        return None
-    except Exception:
-        log.exception("plot of job %s not drawn", job_id)
-        return None
-    return time.perf_counter() - started
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:

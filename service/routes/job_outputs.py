@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from algorithms.registry import get_spec
 from service.deps import api_key_header, bearer, owner
 from service.problems import ProblemError, problem_responses
 from service.schemas import JobIdPath
@@ -60,19 +62,55 @@ def get_plot(
     format: Annotated[Literal["svg", "png"] | None, Query(
         description="Overrides the Accept header (for links and <img> tags).")] = None,
 ):
-    """The clustering as a picture, drawn once by the worker when the job ended: SVG by default,
-    PNG when ``Accept: image/png`` (or ``?format=png``). The points in 2-D (the data itself with
-    2 features, else a PCA projection, said in the title), coloured by cluster, outliers marked,
-    and for 2-D data the regions the model predicts; sequences get a state-by-position plot."""
-    succeeded_job(request, job_id, caller)
+    """The clustering as a picture: SVG by default, PNG when ``Accept: image/png`` (or
+    ``?format=png``). The points in 2-D (the data itself with 2 features, else a PCA projection,
+    said in the title), coloured by cluster, outliers marked, and for 2-D data the regions the
+    model predicts; sequences get a state-by-position plot. Drawn from the job's data and model
+    the first time it is asked for, then kept as long as the job."""
+    record = succeeded_job(request, job_id, caller)
     fmt = format or negotiate(request.headers.get("accept", ""))
-    image = request.app.state.stores.plots.get(job_id, fmt)
+    stores = request.app.state.stores
+    image = stores.plots.get(job_id, fmt)
     if image is None:
-        raise ProblemError(404, f"job {job_id} has no plot: it expired, the workers draw none "
-                                "(MMC_PLOTS=false), or this one could not be drawn (see the "
-                                "worker's log)")
+        if not request.app.state.settings.plots:
+            raise ProblemError(404, "plots are turned off on this server (MMC_PLOTS=false)")
+        images = draw_plot(request, job_id, record)
+        stores.plots.put(job_id, images)
+        image = images[fmt]
     return Response(image, media_type=MEDIA_TYPES[fmt],
                     headers={"Cache-Control": CACHE_CONTROL, "Vary": "Accept"})
+
+
+def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str, bytes]:
+    """Both images of a succeeded job, from its stored result, data and model (404 when one of
+    them has expired)."""
+    from service.plots import job_plot  # matplotlib loads with the first plot, not the API
+
+    stores = request.app.state.stores
+    spec = get_spec(record["algorithm"])
+    result = stores.jobs.get_result(job_id)
+    job_input = stores.jobs.load_input(job_id)
+    if result is None or job_input is None:
+        raise ProblemError(404, f"job {job_id} has no plot: its result or input has expired")
+    if spec.input_kind == "sequences":
+        data: Any = [np.asarray(s, dtype=np.int64) for s in job_input["sequences"]]
+        labels: Any = [np.asarray(states) for states in result["labels"]]
+        predict = None
+    else:
+        data = stores.datasets.load(job_input["dataset_id"])
+        if data is None:
+            raise ProblemError(404, f"job {job_id} has no plot: it is drawn from the job's "
+                                    f"dataset {job_input['dataset_id']}, which has expired "
+                                    "(MMC_DATASET_TTL_SECONDS)")
+        labels = np.asarray(result["labels"])
+        model = request.app.state.model_cache.get(result["model_id"])
+        predict = None if model is None else model[0].predict
+    return job_plot(
+        spec.name, data, labels, predict=predict,
+        # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
+        outlier_label=None if spec.labels == "required" else -1,
+        outliers=(result.get("extras") or {}).get("outliers") or (),
+    )
 
 
 @router.get(

@@ -218,7 +218,6 @@ function jobPage() {
       ["queued", when(timing.queued_at)], ["started", when(timing.started_at)],
       ["finished", when(timing.finished_at)], ["fit", seconds(timing.fit_seconds)],
       ["load", seconds(timing.load_seconds)], ["store", seconds(timing.store_seconds)],
-      ["plot", seconds(timing.plot_seconds)],
     ]);
     document.getElementById("cancel-job").hidden = FINAL.has(job.status);
   }

@@ -1,7 +1,9 @@
-"""Pictures of a finished job, drawn once by the worker and served by ``GET /v1/jobs/{id}/plot``.
+"""Pictures of a finished job, drawn by the API the first time ``GET /v1/jobs/{id}/plot`` asks
+for one and then served from the plot store, so no job's turnaround pays for a picture.
 
-Matplotlib's object API (``Figure`` without pyplot) keeps no global state between jobs and needs
-no display. Text stays text in the SVG (``svg.fonttype: none``): smaller, and searchable.
+Matplotlib's object API (``Figure`` without pyplot) needs no display; ``rc_context`` is global,
+so :func:`job_plot` draws one figure at a time per process. Text stays text in the SVG
+(``svg.fonttype: none``): smaller, and searchable.
 
 - Vectors with 2 features: the points themselves, coloured by cluster, over the regions the
   job's out-of-sample model predicts on a grid (``estimator.predict``).
@@ -13,6 +15,7 @@ no display. Text stays text in the SVG (``svg.fonttype: none``): smaller, and se
 from __future__ import annotations
 
 import io
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -174,18 +177,22 @@ def sequences_figure(labels: Sequence[Sequence[int]], *, title: str) -> Figure:
     return figure
 
 
+_DRAWING = threading.Lock()
+
+
 def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_label=-1,
              outliers: Sequence[int] = ()) -> dict[str, bytes]:
     """SVG and PNG of a finished job: ``data`` is its matrix or its list of sequences."""
+    with _DRAWING:
+        return _job_plot(algorithm, data, labels, predict=predict, outlier_label=outlier_label,
+                         outliers=outliers)
+
+
+def _job_plot(algorithm: str, data: Any, labels: Any, *, predict, outlier_label,
+              outliers: Sequence[int]) -> dict[str, bytes]:
     if isinstance(data, list):
         figure = sequences_figure(labels, title=algorithm)
     else:
         figure = vectors_figure(data, labels, title=f"{algorithm}: {len(data)} points",
                                 predict=predict, outlier_label=outlier_label, outliers=outliers)
     return render(figure)
-
-
-def warm_up() -> None:
-    """Draw a tiny figure in the worker before its work horses fork, so each job's plot does
-    not pay for loading fonts and renderers again (about 0.3 s)."""
-    render(sequences_figure([[0, 1]], title="warm-up"))
