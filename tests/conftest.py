@@ -16,6 +16,46 @@ if str(ROOT) not in sys.path:
 
 from mmc import processes  # noqa: E402
 
+# Two test processes (``-n 2`` in pyproject.toml). Each module runs whole on one of them, so its
+# module fixtures (a deployment, a suite of fits) start once. The modules around
+# ``healing_deployment`` run together, in this order: the webhook tests start the receiver
+# outage, ``mmc serve``'s tests run while it lasts, and the last test of test_self_healing_jobs
+# checks the event arrived once the receiver came back. The longest groups go first, so that
+# the two processes end together rather than one waiting on the other.
+HEALING = ("test_hardening_webhooks", "test_self_healing_serve", "test_self_healing_jobs")
+LONGEST_FIRST = (
+    "healing", "test_defaults", "test_hardening_fuzz", "test_m3n", "test_hardening_faults",
+    "test_hardening_load", "test_sdp_mmc", "test_hardening_bodies", "test_sklearn_checks",
+    "test_hardening_hostile", "test_client", "test_cli",
+)
+
+
+def _group(module: str) -> str:
+    return "healing" if module in HEALING else module
+
+
+def _module(item: pytest.Item) -> str:
+    return item.module.__name__.rpartition(".")[2]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    # A stable sort: the tests of a module keep their order.
+    items.sort(key=lambda item: (rank.get(_group(_module(item)), len(rank)),
+                                 HEALING.index(_module(item)) if _module(item) in HEALING else 0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scheduling by module, with the healing modules as one unit of work."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(Path(nodeid.split("::", 1)[0]).stem)
+
+    return ModuleGroups(config, log)
+
+
 # Small enough to test the 413 path with a modest body, large enough for every e2e job.
 TEST_MAX_BODY_BYTES = 8 * 2**20
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from redis import Redis
 from sklearn.datasets import load_digits, make_blobs
-from worker.plots import job_plot
 
+from service.plots import job_plot
 from tests.conftest import TENANT_KEYS
 from tests.helpers import submit_job, wait_for_job
 
