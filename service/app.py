@@ -24,6 +24,7 @@ from service.methods import MethodsMiddleware
 from service.metrics import Metrics
 from service.model_cache import ModelCache
 from service.problems import Problem, install_problem_handlers, send_problem
+from service.reference import mount_reference
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import PredictRequest, build_job_request_model
 
@@ -122,6 +123,8 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         version="1.0.0",
         description=DESCRIPTION,
         openapi_url="/openapi.json",
+        docs_url=None,  # served from the package by mount_reference, not from a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.redis = redis or Redis.from_url(
@@ -153,6 +156,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.include_router(health.router)
     app.include_router(console.router)
     console.mount_static(app)
+    mount_reference(app)
     # Bodies the routes parse themselves, and the problem document.
     add_component_schemas(app, job_request, PredictRequest, Problem)
     app.add_middleware(MethodsMiddleware, router=app.router)

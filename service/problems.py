@@ -146,6 +146,36 @@ _WHEN = {
     429: "The tenant has MMC_MAX_ACTIVE_JOBS_PER_TENANT queued or running jobs.",
     503: "Redis is unavailable, or this API process is at its request or body limit.",
 }
+# One problem document per status, as the service writes it, for the API reference.
+_EXAMPLE_DETAIL = {
+    401: "send a valid API key as 'Authorization: Bearer <key>' (or in the X-API-Key header)",
+    404: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 does not exist or has expired",
+    409: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 is running; its outputs exist once it has "
+         "succeeded",
+    413: "request body exceeds the limit of 8388608 bytes (MMC_MAX_BODY_BYTES); upload large "
+         "data with POST /v1/datasets as .npy, or split it",
+    415: "send the request as application/json, not text/plain",
+    422: "body.algorithm.params.n_clusters: Input should be greater than or equal to 2",
+    429: "this tenant already has 100 queued or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); "
+         "retry when some finish",
+    503: "Redis is unreachable: Connection refused",
+}
+_EXAMPLE_ERRORS = {
+    422: [{"field": "body.algorithm.params.n_clusters",
+           "message": "Input should be greater than or equal to 2",
+           "type": "greater_than_equal"}],
+}
+
+
+def problem_example(status: int) -> dict[str, Any]:
+    """The problem document a route answers with ``status``, as an OpenAPI example."""
+    example: dict[str, Any] = {"type": "about:blank", "title": _TITLES[status],
+                               "status": status, "detail": _EXAMPLE_DETAIL[status]}
+    if status in _EXAMPLE_ERRORS:
+        example["errors"] = _EXAMPLE_ERRORS[status]
+    return example
+
+
 _HEADERS = {
     401: {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}},
     429: _RETRY_AFTER,
@@ -160,7 +190,8 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     for status in sorted({401, 503, *statuses}):
         response: dict[str, Any] = {
             "description": f"{_TITLES[status]}. {_WHEN[status]}",
-            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"},
+                                             "example": problem_example(status)}},
         }
         if status in _HEADERS:
             response["headers"] = _HEADERS[status]

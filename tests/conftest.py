@@ -193,3 +193,27 @@ def fitted_on_digits(digits):
         return cache[key]
 
     return fit
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's ``chromium`` driven by Playwright; skipped, saying why, where it cannot run
+    (``.ci/run`` installs it when it is missing)."""
+    import shutil
+
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is a dev dependency: make install")
+    executable = os.environ.get("MMC_CHROMIUM") or shutil.which("chromium") \
+        or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("no chromium on PATH: apt-get install chromium (.ci/run does it as root)")
+    with sync_api.sync_playwright() as playwright:
+        try:
+            # The system's chromium, not a browser Playwright would download; no sandbox
+            # since tests may run as root in a container.
+            browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                                 args=["--no-sandbox"])
+        except Exception as exc:  # any launch failure means: no browser here
+            pytest.skip(f"chromium at {executable} cannot be launched: {exc}")
+        yield browser
+        browser.close()

@@ -8,13 +8,10 @@ The browser test is skipped, saying why, only where chromium cannot be found or 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 
 import httpx
 import numpy as np
-import pytest
 from sklearn.datasets import make_blobs
 
 from tests.conftest import TENANT_KEYS
@@ -54,26 +51,6 @@ def test_console_routes_stay_out_of_the_api_document(service_url):
 
 
 # -- in a browser ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="playwright is a dev dependency: make install")
-    executable = os.environ.get("MMC_CHROMIUM") or shutil.which("chromium") \
-        or shutil.which("chromium-browser")
-    if executable is None:
-        pytest.skip("no chromium on PATH: apt-get install chromium (.ci/run does it as root)")
-    with sync_api.sync_playwright() as playwright:
-        try:
-            # The system's chromium, not a browser Playwright would download; no sandbox
-            # since tests may run as root in a container.
-            browser = playwright.chromium.launch(executable_path=executable, headless=True,
-                                                 args=["--no-sandbox"])
-        except Exception as exc:  # any launch failure means: no browser here
-            pytest.skip(f"chromium at {executable} cannot be launched: {exc}")
-        yield browser
-        browser.close()
 
 
 def test_console_uploads_a_csv_follows_the_job_and_shows_its_plot_and_labels(

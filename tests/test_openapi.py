@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from algorithms.registry import REGISTRY
 from service.openapi_export import OPENAPI_PATH, current_openapi
 
 
@@ -25,3 +26,17 @@ def test_openapi_documents_every_route_and_problem_responses():
     create = paths["/v1/jobs"]["post"]
     assert "application/problem+json" in create["responses"]["422"]["content"]
     assert "409" in create["responses"]
+
+
+def test_reference_shows_a_request_for_every_algorithm_and_an_example_of_every_problem():
+    document = current_openapi()
+    create = document["paths"]["/v1/jobs"]["post"]
+    examples = create["requestBody"]["content"]["application/json"]["examples"]
+    shown = {example["value"]["algorithm"]["name"] for example in examples.values()}
+    assert shown == set(REGISTRY)
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            for status, response in operation["responses"].items():
+                problem = response.get("content", {}).get("application/problem+json")
+                if problem is not None:
+                    assert problem["example"]["status"] == int(status), (method, path, status)

@@ -13,14 +13,32 @@ from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import ProblemError, header, links, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
 
+# Six points in two groups, for the examples: small enough to read, valid for every method.
+_POINTS = [[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]]
+
+
+def _points_job(name: str, params: dict, **data) -> dict:
+    return {"algorithm": {"name": name, "params": params}, "data": {"X": _POINTS, **data}}
+
+
+# Shown in /docs and /redoc, one per algorithm or way of sending data.
 JOB_EXAMPLES = {
-    "points": {"summary": "Two clusters of 2-D points (iterSVR)", "value": {
-        "algorithm": {"name": "itersvr", "params": {"n_clusters": 2, "random_state": 0}},
-        "data": {"X": [[0.0, 0.1], [0.2, 0.0], [0.1, 0.3], [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]]}}},
+    "points": {"summary": "Two clusters of 2-D points (iterSVR)",
+               "value": _points_job("itersvr", {"n_clusters": 2, "random_state": 0})},
     "dataset": {"summary": "A stored dataset (POST /v1/datasets), with a signed callback",
                 "value": {"algorithm": {"name": "cpm3c", "params": {"n_clusters": 3}},
                           "data": {"dataset_id": "0" * 64},
                           "callback_url": "https://example.com/hooks/mmc"}},
+    "sdp_mmc": {"summary": "Semi-supervised SDP MMC: y labels two points, -1 leaves the rest",
+                "value": _points_job("sdp_mmc", {"n_clusters": 2, "C": 100.0},
+                                     y=[0, -1, -1, 1, -1, -1])},
+    "gmmc": {"summary": "GMMC learning the kernel among several widths",
+             "value": _points_job("gmmc", {"n_clusters": 2, "kernel_learning": True})},
+    "svc": {"summary": "Support vector clustering: the number of clusters follows the width",
+            "value": _points_job("svc", {"n_clusters": None, "gamma": 0.5})},
+    "robust_svm": {"summary": "Robust SVM (outlier ablation by ROD) on labeled points",
+                   "value": _points_job("robust_svm", {"method": "rod", "C": 1.0, "rho": 0.8},
+                                        y=[0, 0, 0, 1, 1, 1])},
     "sequences": {"summary": "HMM state labels of integer sequences (m3n)", "value": {
         "algorithm": {"name": "m3n", "params": {"n_states": 2}},
         "data": {"sequences": [[0, 0, 1, 1, 0], [1, 1, 0, 0, 1, 1]]}}},
