@@ -13,6 +13,9 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+	@# Compile the numba kernels once into their on-disk cache (about 30 s the first time, 1 s
+	@# after), so that workers and test processes started together do not each compile them.
+	$(BIN)/python -c "from worker.main import warm_compiled_kernels; warm_compiled_kernels()"
 
 serve: install
 	$(BIN)/mmc serve --host $(HOST) --port $(PORT)
