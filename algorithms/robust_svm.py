@@ -50,7 +50,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import cvxpy as cp
 import numpy as np
 from pydantic import Field
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -149,6 +148,8 @@ def solve_robust_sdp(
     beta_s = beta / scale
     if solver in ("auto", "lowrank"):
         return _solve_robust_lowrank(G, beta_s, method, rho)
+
+    import cvxpy as cp  # only the general-purpose solvers need it (a slow import)
 
     Z = cp.Variable((n + 1, n + 1), PSD=True)  # [[M, eta], [eta^T, 1]] >= 0  <=>  M >= eta eta^T
     M, eta = Z[:n, :n], Z[:n, n]

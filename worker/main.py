@@ -43,6 +43,8 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
     warm_compiled_kernels()
+    if "slow" in queues:
+        import cvxpy  # noqa: F401  (the SDPs' general solvers: imported once, not per horse)
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
