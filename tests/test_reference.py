@@ -4,7 +4,9 @@ operation of the OpenAPI document."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -36,9 +38,13 @@ def operations(service_url: str) -> list[tuple[str, str, str]]:
             for method, operation in methods.items()]
 
 
-def offline_page(browser, service_url: str, blocked: list[str], failures: list[str]):
-    """A page on which any request to another host is aborted (and recorded)."""
+@contextlib.contextmanager
+def offline_page(browser, service_url: str, path: str, screenshot: Path):
+    """The page at ``path``, with any request to another host aborted. On leaving: a
+    screenshot, then no request may have been blocked and no script may have failed."""
     own = urlsplit(service_url).netloc
+    blocked: list[str] = []
+    failures: list[str] = []
     page = browser.new_page()
     page.set_default_timeout(BROWSER_TIMEOUT_MS)
 
@@ -51,15 +57,18 @@ def offline_page(browser, service_url: str, blocked: list[str], failures: list[s
 
     page.route("**/*", route)
     page.on("pageerror", lambda error: failures.append(f"script error: {error}"))
-    return page
+    try:
+        page.goto(f"{service_url}{path}")
+        yield page
+        page.screenshot(path=str(screenshot), full_page=False)
+        assert screenshot.stat().st_size > 10_000
+    finally:
+        page.close()
+    assert blocked == [] and failures == [], (blocked, failures)
 
 
 def test_swagger_ui_lists_and_expands_every_operation_offline(browser, service_url, tmp_path):
-    blocked: list[str] = []
-    failures: list[str] = []
-    page = offline_page(browser, service_url, blocked, failures)
-    try:
-        page.goto(f"{service_url}/docs")
+    with offline_page(browser, service_url, "/docs", tmp_path / "docs.png") as page:
         page.wait_for_selector(".opblock")
         shown = {(block.locator(".opblock-summary-method").inner_text().strip(),
                   block.locator(".opblock-summary-path").inner_text().strip().replace("\u200b", ""))
@@ -70,19 +79,10 @@ def test_swagger_ui_lists_and_expands_every_operation_offline(browser, service_u
         create.locator(".opblock-body").wait_for()
         body = create.locator(".opblock-body").inner_text()
         assert "Request body" in body and "itersvr" in body
-        page.screenshot(path=str(tmp_path / "docs.png"), full_page=False)
-        assert (tmp_path / "docs.png").stat().st_size > 10_000
-    finally:
-        page.close()
-    assert blocked == [] and failures == [], (blocked, failures)
 
 
 def test_redoc_lists_every_operation_offline(browser, service_url, tmp_path):
-    blocked: list[str] = []
-    failures: list[str] = []
-    page = offline_page(browser, service_url, blocked, failures)
-    try:
-        page.goto(f"{service_url}/redoc")
+    with offline_page(browser, service_url, "/redoc", tmp_path / "redoc.png") as page:
         page.wait_for_selector("[data-section-id^='operation/']")
         text = page.locator("body").inner_text()
         for _, _, summary in operations(service_url):
@@ -90,8 +90,3 @@ def test_redoc_lists_every_operation_offline(browser, service_url, tmp_path):
         create = page.locator("[data-section-id='operation/create_job_v1_jobs_post']")
         create.scroll_into_view_if_needed()
         assert "/v1/jobs" in create.inner_text()
-        page.screenshot(path=str(tmp_path / "redoc.png"), full_page=False)
-        assert (tmp_path / "redoc.png").stat().st_size > 10_000
-    finally:
-        page.close()
-    assert blocked == [] and failures == [], (blocked, failures)
