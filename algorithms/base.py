@@ -76,6 +76,7 @@ def is_unset(value: Any) -> bool:
     """Whether a renamed parameter was left at its ``DEPRECATED`` default (not passed)."""
     return isinstance(value, str) and value == DEPRECATED
 
+
 # Values renamed in every model that has the parameter (old value -> new value).
 RENAMED_VALUES: dict[str, dict[str, str]] = {
     "gamma": {"seed": "paper"},

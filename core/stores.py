@@ -404,3 +404,10 @@ class Stores:
         self.models = ModelStore(redis, settings.model_ttl_seconds)
         self.idempotency = IdempotencyStore(redis, settings.idempotency_ttl_seconds)
         self.plots = PlotStore(redis, settings.job_ttl_seconds)
+
+    def job_data(self, job_input: dict[str, Any], input_kind: str) -> Any | None:
+        """What a job clusters, from its stored input: its integer sequences (``input_kind``
+        ``"sequences"``), or the matrix of its dataset (``None`` once that dataset has expired)."""
+        if input_kind == "sequences":
+            return [np.asarray(s, dtype=np.int64) for s in job_input["sequences"]]
+        return self.datasets.load(job_input["dataset_id"])

@@ -184,15 +184,10 @@ def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_la
              outliers: Sequence[int] = ()) -> dict[str, bytes]:
     """SVG and PNG of a finished job: ``data`` is its matrix or its list of sequences."""
     with _DRAWING:
-        return _job_plot(algorithm, data, labels, predict=predict, outlier_label=outlier_label,
-                         outliers=outliers)
-
-
-def _job_plot(algorithm: str, data: Any, labels: Any, *, predict, outlier_label,
-              outliers: Sequence[int]) -> dict[str, bytes]:
-    if isinstance(data, list):
-        figure = sequences_figure(labels, title=algorithm)
-    else:
-        figure = vectors_figure(data, labels, title=f"{algorithm}: {len(data)} points",
-                                predict=predict, outlier_label=outlier_label, outliers=outliers)
-    return render(figure)
+        if isinstance(data, list):
+            figure = sequences_figure(labels, title=algorithm)
+        else:
+            figure = vectors_figure(data, labels, title=f"{algorithm}: {len(data)} points",
+                                    predict=predict, outlier_label=outlier_label,
+                                    outliers=outliers)
+        return render(figure)

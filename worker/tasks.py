@@ -166,12 +166,9 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         if job_input is None:
             raise ValueError("the job's input expired before it ran")
         load_started = time.perf_counter()
-        if spec.input_kind == "sequences":
-            X: Any = [np.asarray(s, dtype=np.int64) for s in job_input["sequences"]]
-        else:
-            X = stores.datasets.load(job_input["dataset_id"])
-            if X is None:
-                raise ValueError(f"dataset {job_input['dataset_id']} expired before the job ran")
+        X = stores.job_data(job_input, spec.input_kind)
+        if X is None:
+            raise ValueError(f"dataset {job_input['dataset_id']} expired before the job ran")
         y = None if job_input.get("y") is None else np.asarray(job_input["y"], dtype=np.int64)
         load_seconds = time.perf_counter() - load_started
 

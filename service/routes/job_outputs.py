@@ -92,16 +92,15 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
     job_input = stores.jobs.load_input(job_id)
     if result is None or job_input is None:
         raise ProblemError(404, f"job {job_id} has no plot: its result or input has expired")
+    data = stores.job_data(job_input, spec.input_kind)
+    if data is None:
+        raise ProblemError(404, f"job {job_id} has no plot: it is drawn from the job's dataset "
+                                f"{job_input['dataset_id']}, which has expired "
+                                "(MMC_DATASET_TTL_SECONDS)")
     if spec.input_kind == "sequences":
-        data: Any = [np.asarray(s, dtype=np.int64) for s in job_input["sequences"]]
         labels: Any = [np.asarray(states) for states in result["labels"]]
         predict = None
     else:
-        data = stores.datasets.load(job_input["dataset_id"])
-        if data is None:
-            raise ProblemError(404, f"job {job_id} has no plot: it is drawn from the job's "
-                                    f"dataset {job_input['dataset_id']}, which has expired "
-                                    "(MMC_DATASET_TTL_SECONDS)")
         labels = np.asarray(result["labels"])
         model = request.app.state.model_cache.get(result["model_id"])
         predict = None if model is None else model[0].predict
