@@ -24,17 +24,11 @@ METHODS = ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc", "robust_svm", "m3n")
 
 
 def _paper_setting(name: str) -> dict:
-    """The paper's own setting of a clustering method, under either spelling of its name."""
+    """The paper's own setting of a clustering method (empty where it has none)."""
     import importlib
 
     module = importlib.import_module(f"algorithms.{name}")
-    for attribute in ("PAPER_SETTING", "PAPER_SETTING"):
-        if hasattr(module, attribute):
-            setting = dict(getattr(module, attribute))
-            if setting.get("gamma") == "seed":
-                setting["gamma"] = "paper" if attribute == "PAPER_SETTING" else "seed"
-            return setting
-    return {}
+    return dict(getattr(module, "PAPER_SETTING", {}))
 
 
 def _vector_runs(methods):

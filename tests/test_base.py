@@ -40,7 +40,7 @@ def test_clustering_error_handles_more_clusters_than_classes_and_outliers():
     assert clustering_error(truth, pred) == pytest.approx(2 / 6)
 
 
-def test_gamma_seed_is_the_seeds_width_heuristic():
+def test_gamma_paper_is_the_papers_width_heuristic():
     X = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 4.0]])
     diameter = np.sqrt(3.0**2 + 4.0**2)  # D = sqrt(sum_k (max_k - min_k)^2) = 5
     assert data_diameter(X) == pytest.approx(diameter)

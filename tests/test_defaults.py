@@ -136,10 +136,9 @@ def test_defaults_separate_moons_and_circles_that_k_means_cannot(estimator, X, y
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "open: ARI 0.37-0.50 (SVC 0.36), like SpectralClustering's 0.50. Outer-ring points in sparse "
-    "arcs have a middle-ring point among their 6 nearest neighbours, so every kNN graph joins "
-    "rings before it joins each ring's arcs, and the spectral start is wrong; the margin "
-    "objectives do not leave it. Moons at noise 0.06-0.08 fail the same way on some seeds."))
+    "open: outer-ring points in sparse arcs have a middle-ring point among their nearest "
+    "neighbours, so every kNN graph joins rings before it joins each ring's arcs and the spectral "
+    "start is wrong; the margin objectives do not leave it (SpectralClustering fails alike)."))
 @pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering])
 def test_defaults_separate_three_rings(estimator):
     X, y = _three_rings()
@@ -165,8 +164,8 @@ def test_cpm3c_keeps_ten_digit_clusters_where_free_labels_empty_them():
     X, y = X[1::3], y[1::3]
     kmeans = adjusted_rand_score(y, KMeans(10, n_init=10, random_state=0).fit_predict(X))
     with pytest.warns(UserWarning, match="class elimination"):
-        seed_start = CPM3C(n_clusters=10, random_state=0, supervised_start=False).fit(X)
-    assert np.bincount(seed_start.labels_, minlength=10).min() == 0
+        paper_start = CPM3C(n_clusters=10, random_state=0, supervised_start=False).fit(X)
+    assert np.bincount(paper_start.labels_, minlength=10).min() == 0
     est = CPM3C(n_clusters=10, random_state=0).fit(X)
     assert np.bincount(est.labels_, minlength=10).min() >= 20
     assert adjusted_rand_score(y, est.labels_) >= kmeans - 0.05
@@ -344,8 +343,8 @@ def test_itersvr_bisection_finds_unequal_clusters(sizes, grid):
     X, y = make_blobs(n_samples=sizes, centers=centers, cluster_std=0.8, random_state=0)
     k = len(sizes)
     assert clustering_error(y, IterSVR(n_clusters=k, random_state=0).fit(X).labels_) <= 0.005
-    seed_setting = IterSVR(n_clusters=k, random_state=0, gamma="paper", init="k-means").fit(X)
-    assert clustering_error(y, seed_setting.labels_) >= 0.03
+    paper_setting = IterSVR(n_clusters=k, random_state=0, gamma="paper", init="k-means").fit(X)
+    assert clustering_error(y, paper_setting.labels_) >= 0.03
 
 
 @pytest.mark.parametrize("estimator", [IterSVR, CPM3C, SupportVectorClustering, GMMC])

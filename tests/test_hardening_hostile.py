@@ -434,7 +434,7 @@ def test_numbers_in_quotes_are_422_as_the_readme_says_strings_are(deployment, pa
     assert problem["errors"][0]["field"].endswith("X.3.0")
 
 
-def test_gmmc_seed_widths_on_two_points_are_422(deployment):
+def test_gmmc_paper_widths_on_two_points_are_422(deployment):
     job = {"algorithm": {"name": "gmmc", "params": {"gamma": "paper"}},
            "data": {"X": [[0.0, 0.0], [1.0, 1.0]]}}
     assert_problem(post_json(deployment, "/v1/jobs", job), 422, "at least 3 points")

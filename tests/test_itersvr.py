@@ -1,4 +1,4 @@
-"""iterSVR against its seed (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
+"""iterSVR against its paper (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
 
 ``sklearn.datasets.load_digits`` is the UCI optical digits test set the paper uses. The paper rows
 run with the paper's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C =
@@ -23,8 +23,8 @@ from tests.baselines import digit_subset, kmeans_error
 
 @pytest.fixture(scope="module")
 def pair_errors(digits, fitted_on_digits):
-    """Clustering error of iterSVR (seed setting, random_state=0) on each of the 45 digit pairs,
-    fitted once: Table 1's named pairs are rows of the same Table 2 run."""
+    """Clustering error of iterSVR (the paper's setting, random_state=0) on each of the 45 digit
+    pairs, fitted once: Table 1's named pairs are rows of the same Table 2 run."""
     errors = {}
     for classes in itertools.combinations(range(10), 2):
         _, y = digit_subset(digits, classes)

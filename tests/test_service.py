@@ -74,7 +74,7 @@ def small_model(service_url):
 # -- the whole flow -------------------------------------------------------------------------------
 
 
-def test_digits_3_8_job_over_http_clusters_within_seed_error_and_predicts(service_url, digits_3_8):
+def test_digits_3_8_job_over_http_clusters_as_in_the_paper_and_predicts(service_url, digits_3_8):
     X, y = digits_3_8
     upload = httpx.post(f"{service_url}/v1/datasets", content=_npy_bytes(X),
                         headers={"content-type": "application/x-npy"})

@@ -1,4 +1,5 @@
-"""Support vector clustering (seed: SVC_ben-hur_et_al_2001): sphere, labelings, schedule, model.
+"""Support vector clustering (Ben-Hur, Horn, Siegelmann and Vapnik 2001): sphere, labelings,
+schedule, model.
 
 Scaling at which the paper's q applies: iris projected on its principal components in the original
 centimetres (``PCA(c).fit_transform(X)``: centred, not whitened or standardised). At that scale the
@@ -284,13 +285,13 @@ def test_model_round_trip_predicts_identically(iris):
     assert restored.result_extras()["n_bounded"] == model.n_bounded_
 
 
-def test_n_components_fits_on_the_principal_components_as_the_seed_does(iris):
+def test_n_components_fits_on_the_principal_components_as_the_paper_does(iris):
     # Table 1's protocol inside the estimator: raw iris with n_components=3 gives the labels of
     # the same fit on PCA(3)-projected iris (4 misclassified), and predict projects new points.
     X, y = iris
-    seed = {"gamma": 7.0, "p": 0.70, "tol": 1e-6, "bounded_svs": "nearest"}
-    projected = SupportVectorClustering(**seed).fit(iris_pcs(iris, 3)[0])
-    model = SupportVectorClustering(**seed, n_components=3).fit(X)
+    paper = {"gamma": 7.0, "p": 0.70, "tol": 1e-6, "bounded_svs": "nearest"}
+    projected = SupportVectorClustering(**paper).fit(iris_pcs(iris, 3)[0])
+    model = SupportVectorClustering(**paper, n_components=3).fit(X)
     assert model.components_.shape == (3, 4)
     np.testing.assert_array_equal(model.labels_, projected.labels_)
     assert misclassified(y, model.labels_) <= 5
@@ -305,9 +306,9 @@ def test_gamma_auto_retries_on_principal_components_where_the_input_space_has_no
     X, y = load_breast_cancer(return_X_y=True)
     pick = np.sort(np.random.default_rng(0).choice(y.size, 300, replace=False))
     X, y = StandardScaler().fit_transform(X[pick]), y[pick]
-    seed_space = SupportVectorClustering(2, n_components=None).fit(X)
-    assert seed_space.warnings_[-1].startswith("no sphere had 2 clusters of at least 15 points")
-    assert adjusted_rand_score(y, seed_space.labels_) < 0.3
+    input_space = SupportVectorClustering(2, n_components=None).fit(X)
+    assert input_space.warnings_[-1].startswith("no sphere had 2 clusters of at least 15 points")
+    assert adjusted_rand_score(y, input_space.labels_) < 0.3
     model = SupportVectorClustering(2).fit(X)
     assert model.n_clusters_ == 2 and model.components_.shape == (2, 30)
     assert "principal components" in model.warnings_[-1]
