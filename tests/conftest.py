@@ -24,9 +24,11 @@ from mmc import processes  # noqa: E402
 # the two processes end together rather than one waiting on the other.
 HEALING = ("test_hardening_webhooks", "test_self_healing_serve", "test_self_healing_jobs")
 LONGEST_FIRST = (
-    "healing", "test_defaults", "test_hardening_fuzz", "test_m3n", "test_hardening_faults",
-    "test_hardening_load", "test_sdp_mmc", "test_hardening_bodies", "test_sklearn_checks",
-    "test_hardening_hostile", "test_client", "test_cli",
+    "healing", "test_defaults", "test_hardening_fuzz", "test_sklearn_checks",
+    "test_hardening_faults", "test_m3n", "test_hardening_load", "test_sdp_mmc",
+    "test_hardening_bodies", "test_hardening_hostile", "test_service_processes",
+    "test_lowrank_sdp", "test_cli", "test_service", "test_gmmc", "test_robust_svm", "test_svc",
+    "test_client", "test_reference", "test_cpm3c", "test_itersvr",
 )
 
 
@@ -46,8 +48,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scheduling by module, with the healing modules as one unit of work."""
+    """xdist's scheduling by module, with the healing modules as one unit of work, handed out in
+    the order of ``pytest_collection_modifyitems`` (xdist would reorder them by test count)."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
