@@ -14,306 +14,91 @@ Every algorithm in this package is a scikit-learn estimator built on :class:`MMC
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import eigsh
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from algorithms.inputs import (
+    MAX_ABS_VALUE as MAX_ABS_VALUE,
+)
+from algorithms.inputs import (
+    MIN_SPREAD as MIN_SPREAD,
+)
+from algorithms.inputs import (
+    arrays_to_npz_bytes as arrays_to_npz_bytes,
+)
+from algorithms.inputs import (
+    as_float_matrix as as_float_matrix,
+)
+from algorithms.inputs import (
+    check_clustering_input as check_clustering_input,
+)
+from algorithms.inputs import (
+    check_partial_labels as check_partial_labels,
+)
+from algorithms.inputs import (
+    npz_bytes_to_arrays as npz_bytes_to_arrays,
+)
 from algorithms.kernels import pairwise_kernel
+from algorithms.params.common import (
+    DEPRECATED as DEPRECATED,
+)
+from algorithms.params.common import (
+    RENAMED_VALUES as RENAMED_VALUES,
+)
+from algorithms.params.common import (
+    AlgorithmParams as AlgorithmParams,
+)
+from algorithms.params.common import (
+    GammaParam as GammaParam,
+)
+from algorithms.params.common import (
+    KernelParam as KernelParam,
+)
+from algorithms.params.common import (
+    NClusters as NClusters,
+)
+from algorithms.params.common import (
+    PositiveFloat as PositiveFloat,
+)
+from algorithms.params.common import (
+    RandomStateParam as RandomStateParam,
+)
+from algorithms.params.common import (
+    Renames as Renames,
+)
+from algorithms.params.common import (
+    SampleSolver as SampleSolver,
+)
+from algorithms.params.common import (
+    format_validation_error as format_validation_error,
+)
+from algorithms.params.common import (
+    is_unset as is_unset,
+)
+from algorithms.params.common import (
+    reciprocal as reciprocal,
+)
 
 ProgressCallback = Callable[[int, float | None, str], None]
 
 MODEL_FORMAT = "mmc-model/1"
-
-# ---------------------------------------------------------------------------------------------
-# Parameter models: one pydantic model per algorithm, shared field types so names mean the same
-# thing everywhere: a parameter name means the same across algorithms.
-# ---------------------------------------------------------------------------------------------
-
-NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters k.")]
-KernelParam = Annotated[
-    Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
-]
-# A width must be a positive finite number: 1e400 parses as inf and NaN is valid JSON to Python,
-# and either would only fail later in a worker (and echo back as invalid JSON).
-PositiveFloat = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
-GammaParam = Annotated[
-    PositiveFloat | Literal["auto", "paper", "scale"],
-    Field(
-        description=(
-            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
-            "data-adaptive default (1 / (2 sigma^2), sigma the median distance from a point to "
-            "its 7th nearest neighbour); 'paper' is the width heuristic of the algorithm's "
-            "paper; 'scale' is 1 / (n_features * X.var())."
-        )
-    ),
-]
-RandomStateParam = Annotated[
-    int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
-]
-# How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
-# ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
-# and sampled above ("auto").
-SampleSolver = Literal["auto", "exact", "sample"]
-
-
-# The default of a renamed parameter that ``__init__`` still accepts for one release.
-DEPRECATED = "deprecated"
-
-
-def is_unset(value: Any) -> bool:
-    """Whether a renamed parameter was left at its ``DEPRECATED`` default (not passed)."""
-    return isinstance(value, str) and value == DEPRECATED
-
-
-# Values renamed in every model that has the parameter (old value -> new value).
-RENAMED_VALUES: dict[str, dict[str, str]] = {
-    "gamma": {"seed": "paper"},
-    "solver": {"cvxpy": "scs", "SCS": "scs", "CLARABEL": "clarabel"},
-}
-
-
-# Old parameter name -> (new name, conversion of the value or None).
-Renames = Mapping[str, tuple[str, Callable[[Any], Any] | None]]
-
-
-def reciprocal(value: Any) -> Any:
-    """``1 / value`` for a number (``beta = 1 / C``); anything else is left for validation."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
-        return 1.0 / value
-    return value
-
-
-class AlgorithmParams(BaseModel):
-    """Base of every algorithm's parameter model: unknown parameters are an error.
-
-    A model is the one source of truth for its algorithm's parameters: name, default, bounds and
-    a one-line meaning (``description``); the estimator's ``__init__`` and docstring agree with
-    it (``tests/test_params.py``). Renamed parameters and values keep working for one release:
-    ``renamed`` maps an old name to ``(new name, conversion or None)``; the values of
-    ``RENAMED_VALUES`` are translated; either raises a ``DeprecationWarning``.
-    """
-
-    # Every float parameter is finite: no inf or NaN reaches a worker or a stored record.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    renamed: ClassVar[Renames] = {}
-    # Parameters of ``__init__`` that only the library takes (an estimator object, say): not
-    # part of the API's schema.
-    library_only: ClassVar[tuple[str, ...]] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _translate_renamed(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        data = {key: value for key, value in data.items() if key not in cls.library_only}
-        for old, (new, convert) in cls.renamed.items():
-            if old not in data:
-                continue
-            value = data.pop(old)
-            if is_unset(value):
-                continue
-            warnings.warn(f"parameter {old!r} is renamed {new!r}"
-                          + (" (with the value converted)" if convert else "")
-                          + "; the old name stops working in the next release",
-                          DeprecationWarning, stacklevel=4)
-            data[new] = convert(value) if convert else value
-        for name, values in RENAMED_VALUES.items():
-            value = data.get(name)
-            if name in cls.model_fields and isinstance(value, str) and value in values:
-                warnings.warn(f"{name}={value!r} is renamed {name}={values[value]!r}; the old "
-                              "value stops working in the next release",
-                              DeprecationWarning, stacklevel=4)
-                data[name] = values[value]
-        return data
-
-    def estimator_kwargs(self) -> dict[str, Any]:
-        return self.model_dump()
-
-
-def _format_validation_error(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "parameters"
-        parts.append(f"invalid parameter {where}: {item['msg']}")
-    return "; ".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-# Input validation
-# ---------------------------------------------------------------------------------------------
-
-
-# Largest magnitude of an input value: every method squares differences and inner products of
-# points, which overflow to inf (then NaN) from about 1e154. 1e100 keeps sums of squares over
-# any number of features finite.
-MAX_ABS_VALUE = 1e100
-# Smallest spread (largest max - min over the features) of data to cluster: squared distances
-# of a smaller spread underflow towards 0, and the points look identical to every kernel.
-MIN_SPREAD = 1e-100
-
-
-def _check_magnitude(values: np.ndarray, name: str) -> None:
-    largest = float(np.abs(values).max()) if values.size else 0.0
-    if largest > MAX_ABS_VALUE:
-        raise ValueError(
-            f"{name} holds values of magnitude {largest:.3g}, above {MAX_ABS_VALUE:.0e}: squared "
-            "distances and kernels would overflow; rescale X (for example, standardize it)"
-        )
-
-
-def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> np.ndarray:
-    """Convert ``X`` to a finite 2-D float64 array (or CSR) of magnitude at most
-    ``MAX_ABS_VALUE``, with errors that say what to fix."""
-    if sp.issparse(X):
-        if not accept_sparse:
-            raise ValueError(f"{name} is a sparse matrix; this algorithm needs a dense array")
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D")
-        if not np.all(np.isfinite(X.data)):
-            raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
-        _check_magnitude(X.data, name)
-        return X
-    if isinstance(X, list | tuple) and len(X) and isinstance(X[0], list | tuple | np.ndarray):
-        widths = {len(row) for row in X}
-        if len(widths) > 1:
-            raise ValueError(
-                f"{name} is ragged: rows have {sorted(widths)} features; "
-                "every row needs the same count"
-            )
-    try:
-        array = np.asarray(X)
-    except ValueError as exc:  # numpy refuses inhomogeneous nesting
-        raise ValueError(f"{name} is ragged or not numeric: {exc}") from None
-    if array.dtype.kind == "c":
-        raise ValueError(f"Complex data not supported: {name} must hold real numbers")
-    if array.dtype.kind in "OUSV" or array.dtype == bool:
-        try:
-            array = array.astype(np.float64)
-        except ValueError:
-            raise ValueError(
-                f"{name} must contain numbers only (found {array.dtype} values)"
-            ) from None
-        # A TypeError (say, a dict inside an object array) keeps numpy's own message.
-    if array.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must contain numbers only (found {array.dtype} values)")
-    if array.ndim != 2:
-        raise ValueError(
-            f"Expected 2D array, got {array.ndim}D array instead: {name} must be a matrix with one "
-            "row per point. Reshape your data with X.reshape(-1, 1) if it has a single feature"
-        )
-    # The wording of scikit-learn's check_array, so callers matching it keep working.
-    if array.shape[0] == 0:
-        raise ValueError(
-            f"Found array with 0 sample(s) (shape={array.shape}) while a minimum of 1 is "
-            f"required: {name} is empty"
-        )
-    if array.shape[1] == 0:
-        raise ValueError(
-            f"Found array with 0 feature(s) (shape={array.shape}) while a minimum of 1 is "
-            f"required: each point of {name} needs at least one feature"
-        )
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} contains NaN or infinity; remove or impute those values")
-    _check_magnitude(array, name)
-    return array
-
-
-def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None:
-    """Checks every clustering fit makes: enough points, and not all the same point."""
-    n_samples = X.shape[0]
-    if n_samples < max(n_clusters, 2):
-        raise ValueError(
-            f"n_samples={n_samples} is fewer than n_clusters={n_clusters}: "
-            "clustering needs at least as many points as clusters (and at least 2)"
-        )
-    spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
-    if not np.any(spread > 0):
-        raise ValueError("all points in X are identical: there is nothing to cluster")
-    if spread.max() < MIN_SPREAD:
-        raise ValueError(
-            f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "
-            "squared distances underflow; rescale X (for example, standardize it)"
-        )
-    if not sp.issparse(X) and n_clusters > 2:
-        # Identical points belong together: with fewer distinct points than clusters some
-        # cluster would cut a set of identical points (a bisection leaf of one repeated point
-        # has no kernel to split by). Distinct values of a random projection never exceed the
-        # distinct rows and are far cheaper to count than the rows; the rows are counted only
-        # when the projection falls short.
-        projection = X @ np.random.default_rng(0).standard_normal(X.shape[1])
-        distinct = np.unique(projection).size
-        if distinct < n_clusters:
-            distinct = np.unique(X, axis=0).shape[0]
-        if distinct < n_clusters:
-            raise ValueError(
-                f"X has {distinct} distinct points, fewer than n_clusters={n_clusters}: "
-                "identical points belong to one cluster; ask for at most that many clusters"
-            )
-
-
-def check_partial_labels(y: Any, n_samples: int) -> np.ndarray | None:
-    """Partial labels for semi-supervised modes: integers, ``-1`` = unknown. ``None`` if absent."""
-    if y is None:
-        return None
-    labels = np.asarray(y)
-    if labels.ndim != 1 or labels.shape[0] != n_samples:
-        raise ValueError(
-            f"y must be 1-D with one entry per point ({n_samples}), got {labels.shape}"
-        )
-    whole = labels.dtype.kind == "f" and np.all(np.isfinite(labels))
-    if whole and np.all(labels == np.round(labels)):
-        labels = labels.astype(np.int64)
-    if labels.dtype.kind not in "iu":
-        raise ValueError("y must hold integer labels, with -1 for unknown")
-    return labels.astype(np.int64)
-
 
 def report(progress: ProgressCallback | None, step: int, objective: float | None, message: str):
     """Forward a progress event when a callback was given."""
     if progress is not None:
         value = None if objective is None or not math.isfinite(objective) else float(objective)
         progress(int(step), value, message)
-
-
-# ---------------------------------------------------------------------------------------------
-# Portable arrays: npz bytes that load with allow_pickle=False
-# ---------------------------------------------------------------------------------------------
-
-
-def arrays_to_npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """Serialise numeric arrays to compressed ``.npz`` bytes; object arrays are refused."""
-    buffer = io.BytesIO()
-    clean = {}
-    for key, value in arrays.items():
-        array = np.asarray(value)
-        if array.dtype.kind not in "biufc":
-            raise TypeError(
-                f"array {key!r} has dtype {array.dtype}; only numeric arrays are portable"
-            )
-        clean[key] = array
-    np.savez_compressed(buffer, **clean)
-    return buffer.getvalue()
-
-
-def npz_bytes_to_arrays(data: bytes) -> dict[str, np.ndarray]:
-    """Inverse of :func:`arrays_to_npz_bytes`; never unpickles."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
 
 
 def save_model(estimator: MMCEstimatorMixin, path_prefix: str) -> tuple[str, str]:
@@ -364,7 +149,7 @@ class MMCEstimatorMixin:
         try:
             return self.params_model.model_validate(params)
         except ValidationError as error:
-            raise ValueError(_format_validation_error(error)) from None
+            raise ValueError(format_validation_error(error)) from None
 
     def _renamed(self, name: str) -> Any:
         """The value of parameter ``name``, or of the deprecated parameter it replaces (converted)

@@ -58,11 +58,10 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.preprocessing import normalize as normalize_rows
 from sklearn.utils import check_random_state
@@ -70,19 +69,16 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
     DEPRECATED,
-    AlgorithmParams,
-    GammaParam,
-    KernelParam,
     MMCEstimatorMixin,
-    NClusters,
     ProgressCallback,
-    RandomStateParam,
-    Renames,
     as_float_matrix,
     check_clustering_input,
     report,
 )
 from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
+from algorithms.params.cpm3c import (
+    CPM3CParams as CPM3CParams,
+)
 from algorithms.selection.candidates import (
     kmeans_partitions,
     partition_key,
@@ -806,87 +802,6 @@ class PrincipalComponents:
 
     def transform(self, Z: np.ndarray) -> np.ndarray:
         return (Z - self.mean[None, :]) @ self.components.T
-
-
-class CPM3CParams(AlgorithmParams):
-    """Parameters of :class:`CPM3C` (meanings and defaults: see the class)."""
-
-    renamed: ClassVar[Renames] = {"n_components": ("n_landmarks", None),
-                                  "class_balance": ("score_balance", None)}
-
-    n_clusters: NClusters = 2
-    kernel: KernelParam = "rbf"
-    gamma: GammaParam = "auto"
-    width_factor: float = Field(
-        1.0, gt=0, le=100,
-        description="For kernel='rbf', gamma='paper': sigma = width_factor * D, gamma = 1/sigma^2.",
-    )
-    init: Literal["spectral", "k-means"] = Field(
-        "spectral",
-        description=(
-            "Initial weights of the first run: from the clusters of the kNN graph's spectral "
-            "partition ('spectral'; later runs start from k-means) or from k-means (the paper's)."
-        ),
-    )
-    n_landmarks: int = Field(
-        300, ge=10, le=5000, description="Nystrom coordinates used for kernel='rbf'."
-    )
-    width_reference: Literal["diameter", "max_distance"] = Field(
-        "diameter",
-        description=(
-            "For kernel='rbf', gamma='paper': the distance D that width_factor multiplies, the "
-            "bounding-box diagonal ('diameter') or the largest pairwise distance ('max_distance', "
-            "the paper's sigma_0)."
-        ),
-    )
-    kpca_components: int | None = Field(
-        None, ge=1, le=5000,
-        description=(
-            "For kernel='rbf': keep only the top principal components of the kernel coordinates "
-            "(kernel PCA, the paper's section 2.1); None keeps all."
-        ),
-    )
-    C: float = Field(
-        100.0, gt=0, le=1e7,
-        description="Weight of the slack xi against 1/2 sum ||w_p||^2 (the paper's 1 / beta).",
-    )
-    score_balance: float = Field(
-        0.03, ge=0, le=1e3,
-        description=(
-            "l / n in the class balance (16): -l <= sum_i (f_p(x_i) - f_q(x_i)) <= l, i.e. the "
-            "largest difference between two clusters' mean scores."
-        ),
-    )
-    epsilon: float = Field(
-        0.01, gt=0, le=1,
-        description="Cutting-plane precision: stop when no constraint is violated by more.",
-    )
-    cccp_tol: float = Field(
-        0.01, gt=0, lt=1, description="CCCP stops when the objective improves by less (0.01)."
-    )
-    max_iter: int = Field(200, ge=1, le=10000, description="Cutting-plane iterations.")
-    max_cccp_iter: int = Field(30, ge=1, le=1000, description="CCCP steps per iteration.")
-    n_init: int = Field(10, ge=1, le=100, description="k-means runs in the pool of starts.")
-    supervised_start: bool = Field(
-        True,
-        description=(
-            "Each run first fits the supervised SVM of its starting partition by the same "
-            "cutting planes (labels held), then lets the labels move (false: the paper's start "
-            "from w0 with a one-constraint working set)."
-        ),
-    )
-    n_restarts: int = Field(
-        1, ge=1, le=50,
-        description=(
-            "Distinct k-means partitions of the pool (lowest inertia first) that CPM3C runs "
-            "from, besides the spectral partition; the run with the lowest final objective (11) "
-            "that leaves no cluster empty is kept."
-        ),
-    )
-    normalize: Literal["none", "l2"] = Field(
-        "none", description="Row preprocessing: 'l2' scales every point to unit Euclidean norm."
-    )
-    random_state: RandomStateParam = None
 
 
 class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
 from scipy import linalg
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -25,13 +23,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
-    AlgorithmParams,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
-    NClusters,
-    PositiveFloat,
     ProgressCallback,
-    RandomStateParam,
     SDPSolverError,
     as_float_matrix,
     check_clustering_input,
@@ -48,6 +42,9 @@ from algorithms.kernels import (
     local_scaling_gamma,
     normalized_laplacian,
     squared_distances,
+)
+from algorithms.params.gmmc import (
+    GMMCParams as GMMCParams,
 )
 from algorithms.selection.bisection import (
     LeafSplit,
@@ -582,64 +579,6 @@ def learn_kernel_weights(
 # ---------------------------------------------------------------------------------------------
 # Estimator
 # ---------------------------------------------------------------------------------------------
-
-
-class GMMCParams(AlgorithmParams):
-    """Parameters of :class:`GMMC` (the paper's defaults are in its sections 3 and 4)."""
-
-    library_only = ("guide",)
-
-    n_clusters: NClusters = Field(
-        2, description="2: the paper's problem (10); more: recursive bisection guided by "
-        "CPM3C's multi-class max-margin partition (two-class splits only with "
-        "kernel_learning=false).")
-    kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the paper's only kernel).")
-    gamma: PositiveFloat | Literal["auto", "paper"] = Field(
-        "auto",
-        description=(
-            "RBF width exp(-gamma ||x-x'||^2); 'auto': the shared local-scaling width (sigma = "
-            "median distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': "
-            "sigma = width_fraction x range of pairwise distances (section 4). Ignored with "
-            "kernel_learning."
-        ),
-    )
-    width_fraction: float = Field(
-        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='paper')."
-    )
-    degree_regularization: float = Field(
-        1.0, ge=0, le=100,
-        description="Laplacians of degrees + this x the mean degree (regularized spectral "
-        "clustering; 0 = the paper's Laplacian): no nearly isolated point is split off for free.",
-    )
-    kernel_learning: bool = Field(
-        False, description="Learn weights of n_widths Laplacians jointly with the labels (12)."
-    )
-    n_widths: int = Field(
-        10, ge=2, le=50, description="Kernel learning widths: 1/m, 2/m, ..., 1 of the range."
-    )
-    C_e: float = Field(1e4, gt=0, le=1e9, description="Weight of (z^T e)^2 in (5); paper: 10,000.")
-    C_delta: float = Field(1e5, gt=0, le=1e10, description="Bound on gamma in (10); paper: 1e5.")
-    solver: Literal["lowrank", "scs"] = Field(
-        "lowrank", description="Burer-Monteiro augmented Lagrangian, or the scaled SDP for SCS."
-    )
-    rank: int | None = Field(None, ge=1, le=200, description="Factor rank (lowrank solver).")
-    max_iter: int = Field(50, ge=1, le=1000, description="Augmented-Lagrangian iterations.")
-    kernel_max_iter: int = Field(30, ge=1, le=500, description="Kernel-learning iterations.")
-    tol: float = Field(1e-6, gt=0, le=1e-1, description="Relative duality gap / residual.")
-    C: float = Field(100.0, gt=0, le=1e7, description="C of the out-of-sample SVM.")
-    spectral_candidate: bool = Field(
-        True,
-        description="Two clusters without kernel learning: also score the spectral partition of "
-        "the kNN graph by the soft-margin objective of the out-of-sample SVM (C) and keep "
-        "whichever labeling has the smaller (false: the labels of (10) alone, as in the paper).",
-    )
-    random_state: RandomStateParam = None
-
-    @model_validator(mode="after")
-    def _kernel_learning_is_two_class(self):
-        if self.kernel_learning and self.n_clusters != 2:
-            raise ValueError("kernel_learning (12) is a two-class problem: use n_clusters=2")
-        return self
 
 
 # The paper's setting (section 4): the width at 20 % of the distance range and the plain

@@ -39,25 +39,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
-    AlgorithmParams,
-    GammaParam,
     KernelExpansionClassifier,
-    KernelParam,
     MMCEstimatorMixin,
-    NClusters,
     ProgressCallback,
-    RandomStateParam,
-    SampleSolver,
     as_float_matrix,
     balance_limit,
     check_clustering_input,
@@ -67,6 +60,9 @@ from algorithms.base import (
 from algorithms.cpm3c import CPM3C
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
 from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
+from algorithms.params.itersvr import (
+    IterSVRParams as IterSVRParams,
+)
 from algorithms.selection.bisection import (
     Node,
     guide_partition,
@@ -358,47 +354,6 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 # The paper's setting (section 4): the bounding-box width and k-means starts; reproductions of the
 # paper's tables run with it.
 PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
-
-
-class IterSVRParams(AlgorithmParams):
-    """Parameters of :class:`IterSVR` (the paper's defaults are in its section 4)."""
-
-    library_only = ("guide",)
-
-    n_clusters: NClusters = 2
-    kernel: KernelParam = "rbf"
-    gamma: GammaParam = "auto"
-    width_factor: float = Field(
-        3.0, gt=0, le=100,
-        description="For gamma='paper': sigma = width_factor * D (the paper uses 2 to 5).",
-    )
-    init: Literal["spectral", "k-means"] = Field(
-        "spectral",
-        description=(
-            "Starting labels of each split: 'spectral' (the kNN graph's spectral split, then the "
-            "k-means starts; each run keeps its start's imbalance) or 'k-means' (the paper's)."
-        ),
-    )
-    C: float = Field(500.0, gt=0, le=1e7, description="SVR/SVM regularisation (paper: 500).")
-    class_balance: float = Field(
-        0.03, ge=0, le=1,
-        description="l / n in -l <= e^T y <= l (paper: 0.03 balanced, 0.3 unbalanced data).",
-    )
-    n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
-    max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
-    solver: SampleSolver = Field(
-        "auto",
-        description=(
-            "'exact': cluster every point (kernel matrix of all points); 'sample': cluster a "
-            "random sample of exact_max_n points and label the rest by the SVM tree; 'auto': "
-            "exact up to exact_max_n points, sample above."
-        ),
-    )
-    exact_max_n: int = Field(
-        1500, ge=2, le=20000,
-        description="Largest n clustered exactly; the sample size above it.",
-    )
-    random_state: RandomStateParam = None
 
 
 class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):

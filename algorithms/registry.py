@@ -8,32 +8,28 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from algorithms.base import AlgorithmParams
-from algorithms.cpm3c import CPM3C, CPM3CParams
-from algorithms.gmmc import GMMC, GMMCParams
-from algorithms.itersvr import IterSVR, IterSVRParams
-from algorithms.m3n import UnsupervisedM3N, UnsupervisedM3NParams, exact_relaxation_problem
-from algorithms.robust_svm import SDP_MAX_N as ROBUST_SDP_MAX_N
-from algorithms.robust_svm import RobustSVM, RobustSVMParams
-from algorithms.sdp_mmc import (
+from algorithms.params.common import AlgorithmParams
+from algorithms.params.cpm3c import CPM3CParams
+from algorithms.params.gmmc import GMMCParams
+from algorithms.params.itersvr import IterSVRParams
+from algorithms.params.m3n import UnsupervisedM3NParams, exact_relaxation_problem
+from algorithms.params.robust_svm import SDP_MAX_N as ROBUST_SDP_MAX_N
+from algorithms.params.robust_svm import RobustSVMParams
+from algorithms.params.sdp_mmc import (
     LOWRANK_TWO_CLASS_MAX_N,
     MULTICLASS_MAX_N,
-    SDPMMC,
     TWO_CLASS_MAX_N,
     SDPMMCParams,
 )
-from algorithms.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
-from algorithms.svc import (
-    SupportVectorClustering,
-    SupportVectorClusteringParams,
-    soft_margin_problem,
-)
+from algorithms.params.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
+from algorithms.params.svc import SupportVectorClusteringParams, soft_margin_problem
 
 InputKind = Literal["vectors", "sequences"]
 LabelUse = Literal["none", "optional", "required"]
@@ -77,7 +73,9 @@ class AlgorithmSpec:
     """
 
     name: str
-    estimator: type
+    # "module.Class": imported on first use, so that the API validates and queues jobs without
+    # loading any numerics (the worker and the predict path import it).
+    estimator_path: str
     params_model: type[AlgorithmParams]
     summary: str
     # The paper that defines the algorithm, by authors and year.
@@ -95,6 +93,15 @@ class AlgorithmSpec:
     # The same for sequence input, given the sequences.
     check_sequences: Callable[[AlgorithmParams, list[list[int]]], str | None] | None = None
     notes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def estimator(self) -> type:
+        """The estimator class (imported on first use)."""
+        return _import_class(self.estimator_path)
+
+    @property
+    def estimator_name(self) -> str:
+        return self.estimator_path.rpartition(".")[2]
 
     def limit_for(self, params: AlgorithmParams) -> Limit:
         return next(limit for limit in self.limits if limit.holds(params))
@@ -138,7 +145,7 @@ class AlgorithmSpec:
             "summary": self.summary,
             "paper": self.paper,
             "seed": self.paper,  # deprecated name of "paper", kept for one release
-            "estimator": self.estimator.__name__,
+            "estimator": self.estimator_name,
             "input_kind": self.input_kind,
             "labels": self.labels,
             # The limits of the default parameters, as a job without params gets them.
@@ -150,6 +157,12 @@ class AlgorithmSpec:
             "params_schema": copy.deepcopy(_params_schema(self.params_model)),
             "notes": dict(self.notes),
         }
+
+
+@functools.cache
+def _import_class(path: str) -> type:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
 @functools.cache
@@ -174,7 +187,7 @@ def _svc_exact(limit: int) -> Callable[[SupportVectorClusteringParams], bool]:
 _SPECS: tuple[AlgorithmSpec, ...] = (
     AlgorithmSpec(
         name="itersvr",
-        estimator=IterSVR,
+        estimator_path="algorithms.itersvr.IterSVR",
         params_model=IterSVRParams,
         summary=(
             "Iterative SVR with the Laplacian loss and class balance by bias search; "
@@ -187,7 +200,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="cpm3c",
-        estimator=CPM3C,
+        estimator_path="algorithms.cpm3c.CPM3C",
         params_model=CPM3CParams,
         summary=(
             "Cutting-plane multiclass maximum margin clustering solved with CCCP; "
@@ -208,7 +221,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="svc",
-        estimator=SupportVectorClustering,
+        estimator_path="algorithms.svc.SupportVectorClustering",
         params_model=SupportVectorClusteringParams,
         summary=(
             "Support vector clustering: minimal enclosing sphere (one-class SVM) and connected "
@@ -235,7 +248,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="gmmc",
-        estimator=GMMC,
+        estimator_path="algorithms.gmmc.GMMC",
         params_model=GMMCParams,
         summary=(
             "Generalized maximum margin clustering: the SDP (10) over n variables with a "
@@ -260,7 +273,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="sdp_mmc",
-        estimator=SDPMMC,
+        estimator_path="algorithms.sdp_mmc.SDPMMC",
         params_model=SDPMMCParams,
         summary=(
             "SDP maximum margin clustering (Xu thesis ch. 3-4): two-class SDP (3.5), multi-class "
@@ -286,7 +299,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="m3n",
-        estimator=UnsupervisedM3N,
+        estimator_path="algorithms.m3n.UnsupervisedM3N",
         params_model=UnsupervisedM3NParams,
         summary=(
             "Unsupervised max-margin Markov network: HMM state labeling of integer sequences; "
@@ -311,7 +324,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
     ),
     AlgorithmSpec(
         name="robust_svm",
-        estimator=RobustSVM,
+        estimator_path="algorithms.robust_svm.RobustSVM",
         params_model=RobustSVMParams,
         summary=(
             "Supervised binary SVM with outlier ablation: 'reh' (robust eta-hinge SDP), 'rod' "
@@ -351,8 +364,8 @@ def algorithm_names() -> list[str]:
 
 def model_from_export(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]):
     """Rebuild any registered estimator from its portable export, by the class name in ``meta``."""
-    by_class = {spec.estimator.__name__: spec.estimator for spec in _SPECS}
-    estimator_class = by_class.get(str(meta.get("estimator")))
-    if estimator_class is None:
+    by_name = {spec.estimator_name: spec for spec in _SPECS}
+    spec = by_name.get(str(meta.get("estimator")))
+    if spec is None:
         raise ValueError(f"model names an unknown estimator {meta.get('estimator')!r}")
-    return estimator_class.from_model(meta, arrays)
+    return spec.estimator.from_model(meta, arrays)

@@ -51,17 +51,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.svm import SVC
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from algorithms.base import (
-    AlgorithmParams,
-    GammaParam,
     KernelExpansionClassifier,
-    KernelParam,
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
@@ -70,8 +66,16 @@ from algorithms.base import (
     report,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
+from algorithms.params.robust_svm import (
+    SDP_MAX_N as SDP_MAX_N,
+)
+from algorithms.params.robust_svm import (
+    Method as Method,
+)
+from algorithms.params.robust_svm import (
+    RobustSVMParams as RobustSVMParams,
+)
 
-Method = Literal["reh", "rod", "ramp"]
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
 # at LOWRANK_TOL: faster than SCS and, unlike it, certified. (A low-rank kernel, e.g. linear on
 # few features, makes G / beta low rank: the inner dual runs on its factor.) 1e-3 is the gap the
@@ -417,41 +421,6 @@ def outlier_f_measure(is_outlier: np.ndarray, detected: np.ndarray) -> tuple[flo
 # ---------------------------------------------------------------------------------------------
 
 
-class RobustSVMParams(AlgorithmParams):
-    """Parameters of :class:`RobustSVM` (the thesis's defaults are in its section 6.5)."""
-
-    method: Method = Field(
-        "reh",
-        description="'reh' SDP of Theorem 7, 'rod' SDP of section 6.3, 'ramp' alternating "
-        "(w, eta) minimisation (large n).",
-    )
-    kernel: KernelParam = "linear"
-    gamma: GammaParam = "scale"
-    C: float = Field(
-        1.0, gt=0, le=1e6,
-        description="Soft-margin weight, C = 1 / beta of (6.1); thesis grid beta = 1e-4..1e4.",
-    )
-    rho: float = Field(
-        0.8, gt=0, le=1,
-        description=(
-            "ROD: least share of inliers, e^T eta >= rho n (thesis: 0.8); ramp: share of the "
-            "points (nearest their class centre) kept by the second start of the alternation."
-        ),
-    )
-    fit_intercept: bool = Field(
-        True, description="Fit an unregularised offset. SDPs: solved at the median of the points "
-        "(linear kernel), then b minimising the eta-hinge loss; False is the thesis' offset-free "
-        "classifier through the origin."
-    )
-    max_iter: int = Field(50, ge=1, le=1000, description="ramp: alternation steps (SVM fits).")
-    solver: Literal["auto", "lowrank", "clarabel", "scs"] = Field(
-        "auto",
-        description="SDP solver: 'auto' = 'lowrank' (factorised, certified relative gap 1e-3, "
-        "reported as the certificate); 'scs' (SCS at eps 1e-4) and 'clarabel' (interior point) "
-        "solve the cvxpy formulation, the reference.",
-    )
-
-
 class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
     """Binary SVM that ablates outliers: REH and ROD semidefinite programs, or a ramp-loss descent.
 
@@ -738,8 +707,3 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.n_support_ = int(self.classifier_.n_support)
 
 
-# REH / ROD size limit of the registry: the largest n whose fit stays well inside the job
-# timeout on a small, loaded machine. The SDPs run on the low-rank solver, fast on the factor of a
-# low-rank kernel but dense, and much slower, for a kernel of full rank (RBF), with ROD slower to
-# certify than REH (benchmarks/sdp_solver.py times them).
-SDP_MAX_N = 1000

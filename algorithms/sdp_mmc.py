@@ -58,10 +58,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import Field
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -69,15 +68,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
     DEPRECATED,
-    AlgorithmParams,
-    GammaParam,
     KernelExpansionClassifier,
-    KernelParam,
     MMCEstimatorMixin,
-    NClusters,
     ProgressCallback,
-    RandomStateParam,
-    Renames,
     SDPSolverError,
     as_float_matrix,
     balance_limit,
@@ -88,7 +81,6 @@ from algorithms.base import (
     labels_from_label_matrix,
     psd_factor,
     randomized_rounding,
-    reciprocal,
     report,
     solve_conic,
     two_cluster_labels,
@@ -100,6 +92,30 @@ from algorithms.kernels import (
     pairwise_kernel,
     resolve_gamma,
     squared_distances,
+)
+from algorithms.params.sdp_mmc import (
+    LOWRANK_TWO_CLASS_MAX_N as LOWRANK_TWO_CLASS_MAX_N,
+)
+from algorithms.params.sdp_mmc import (
+    MULTICLASS_MAX_N as MULTICLASS_MAX_N,
+)
+from algorithms.params.sdp_mmc import (
+    TWO_CLASS_MAX_N as TWO_CLASS_MAX_N,
+)
+from algorithms.params.sdp_mmc import (
+    SDPMMCParams as SDPMMCParams,
+)
+from algorithms.params.sdp_mmc import (
+    SolverParam as SolverParam,
+)
+from algorithms.params.sdp_mmc import (
+    label_balance_problem as label_balance_problem,
+)
+from algorithms.params.sdp_mmc import (
+    label_range_problem as label_range_problem,
+)
+from algorithms.params.sdp_mmc import (
+    partial_labels_problem as partial_labels_problem,
 )
 from algorithms.selection.bisection import (
     LeafSplit,
@@ -117,7 +133,6 @@ from algorithms.selection.margin import (
 )
 
 SolverName = Literal["SCS", "CLARABEL"]
-SolverParam = Literal["lowrank", "scs", "clarabel"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,112 +450,6 @@ class _TwoClassFit:
     n_iter: int
     certificate: dict | None
     rounded_objective: float | None
-
-
-class SDPMMCParams(AlgorithmParams):
-    """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
-
-    renamed: ClassVar[Renames] = {"beta": ("C", reciprocal)}
-    library_only = ("guide",)
-
-    n_clusters: NClusters = 2
-    kernel: KernelParam = "rbf"
-    gamma: GammaParam = Field(
-        "auto", description="RBF width; 'auto': the shared local-scaling width (sigma = median "
-        "distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': the thesis's "
-        "1 / median squared pairwise distance (section 3.4)."
-    )
-    C: float = Field(
-        100.0, ge=1e-4, le=1e7,
-        description="Soft-margin weight C = 1 / beta of (3.1)/(4.1), on the unit-trace kernel "
-        "(thesis: beta = 0.01).",
-    )
-    class_balance: float = Field(
-        0.1, ge=0, le=1,
-        description="l / n in -l <= e^T y <= l of (3.5), for two clusters and every split.",
-    )
-    size_band: float = Field(
-        0.1, ge=0, le=1,
-        description="multiclass='joint': every cluster holds between (1/k - size_band) n and "
-        "(1/k + size_band) n points (4.8).",
-    )
-    multiclass: Literal["bisection", "joint"] = Field(
-        "bisection",
-        description="n_clusters > 2: 'bisection' splits one cluster at a time with the "
-        "two-class SDP (3.5), guided by CPM3C's multi-class max-margin k-partition (low-rank "
-        "solver); 'joint' solves "
-        "the multi-class SDP (4.8) (low-rank solver; SCS with partial labels, where it is "
-        "required).",
-    )
-    rounding: Literal["eigenvector", "randomized"] = Field(
-        "eigenvector",
-        description="Two-class label recovery: sign of sqrt(alpha_1) v_1, or randomized hyperplane "
-        "rounding keeping the smallest margin objective.",
-    )
-    n_rounding: int = Field(50, ge=1, le=1000, description="Random hyperplanes for 'randomized'.")
-    spectral_candidate: bool = Field(
-        True,
-        description="Two clusters without partial labels: also score the spectral partition of "
-        "the kNN graph by the margin objective omega of (3.1) and keep whichever labeling has the "
-        "smaller omega (false: the relaxation's rounding alone, as in the thesis).",
-    )
-    solver: SolverParam = Field(
-        "lowrank",
-        description="'lowrank': factorized augmented Lagrangian with a duality-gap certificate "
-        "(two-class, and unsupervised multi-class (4.8); (4.8) with partial labels uses SCS); "
-        "'scs' or 'clarabel': the cvxpy formulation, the reference.",
-    )
-    tol: float = Field(1e-3, gt=0, le=1e-1,
-                       description="Solver tolerance (lowrank: relative gap and infeasibility).")
-    max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
-    random_state: RandomStateParam = None
-
-
-def label_range_problem(labels, n_clusters: int) -> str | None:
-    """Why partial labels are out of range (each must be ``-1`` or ``0..n_clusters-1``), or
-    None."""
-    bad = np.setdiff1d(np.unique(np.asarray(labels)), np.arange(-1, n_clusters))
-    if bad.size:
-        return (f"partial labels must be -1 (unknown) or 0..{n_clusters - 1}; "
-                f"found {bad.tolist()}")
-    return None
-
-
-def label_balance_problem(labels, n_clusters: int, class_balance: float,
-                          size_band: float) -> str | None:
-    """Why partial labels (in range) leave the balance constraint no solution, or None: a class
-    given more points than its largest allowed size, ``(1 + class_balance) n / 2`` of (3.5)'s
-    ``|e^T y| <= class_balance n`` for two clusters and ``(1/k + size_band) n`` of (4.8)'s
-    for more."""
-    labels = np.asarray(labels)
-    n = labels.size
-    name, value = (("class_balance", class_balance) if n_clusters == 2
-                   else ("size_band", size_band))
-    largest = ((1.0 + value) * n / 2.0 if n_clusters == 2 else (1.0 / n_clusters + value) * n)
-    counts = np.bincount(labels[labels >= 0], minlength=n_clusters)
-    cluster = int(np.argmax(counts))
-    if counts[cluster] > largest + 1e-9:
-        return (f"the partial labels put {counts[cluster]} of {n} points in cluster {cluster}, "
-                f"more than {name}={value} allows ({largest:.1f}); raise "
-                f"{name} or label fewer points")
-    return None
-
-
-def partial_labels_problem(n_clusters: int, multiclass: str, labels,
-                           class_balance: float, size_band: float) -> str | None:
-    """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
-    is ``-1`` or a cluster ``0..n_clusters-1``, no cluster holds more labelled points than the
-    balance allows, and with more than two clusters only the multi-class SDP (4.8) takes them
-    (thesis section 4.3)."""
-    if labels is not None and (problem := label_range_problem(labels, n_clusters)
-                               or label_balance_problem(labels, n_clusters, class_balance,
-                                                        size_band)):
-        return problem
-    if (n_clusters > 2 and multiclass != "joint" and labels is not None
-            and np.any(np.asarray(labels) >= 0)):
-        return ("partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
-                "SDP (4.8) with labels, thesis section 4.3)")
-    return None
 
 
 # The thesis's setting: its median-distance width and the multi-class SDP (4.8); reproductions of
@@ -1006,11 +915,3 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_support_ = self.classifier_.n_support
 
 
-# Size limits of the registry (algorithms/registry.py): the largest n whose fit stays well inside
-# the job timeout on a small, loaded machine, with room for data with many support vectors (timed
-# by benchmarks/sdp_mmc.py for SCS and benchmarks/sdp_solver.py for the low-rank solver). SCS's
-# time grows steeply with n (one n x n and one (n+1) x (n+1) PSD cone); the multi-class program
-# leaves room for the n x k blocks of larger k.
-TWO_CLASS_MAX_N = 400
-MULTICLASS_MAX_N = 300
-LOWRANK_TWO_CLASS_MAX_N = 2_000

@@ -45,10 +45,9 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
 from scipy.spatial import cKDTree
@@ -58,13 +57,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
-    AlgorithmParams,
     MMCEstimatorMixin,
-    NClusters,
-    PositiveFloat,
     ProgressCallback,
-    RandomStateParam,
-    SampleSolver,
     as_float_matrix,
     check_clustering_input,
     fit_sample,
@@ -76,8 +70,18 @@ from algorithms.kernels import (
     resolve_gamma,
     squared_distances,
 )
-
-Labeling = Literal["complete", "support_vectors", "knn"]
+from algorithms.params.svc import (
+    SAMPLE_SIZE as SAMPLE_SIZE,
+)
+from algorithms.params.svc import (
+    Labeling as Labeling,
+)
+from algorithms.params.svc import (
+    SupportVectorClusteringParams as SupportVectorClusteringParams,
+)
+from algorithms.params.svc import (
+    soft_margin_problem as soft_margin_problem,
+)
 
 # Kernel entries evaluated per batch of segment points: bounds the memory of a batch.
 _BATCH_ENTRIES = 1 << 22
@@ -85,10 +89,6 @@ _BATCH_ENTRIES = 1 << 22
 _EXACT_DIAMETER_MAX_N = 5000
 # gamma="auto" stops raising p = 1/(NC) here: at p = 1 every point is a bounded SV.
 _MAX_P = 0.95
-# solver="auto": above this many points the fit runs on a random sample of this size and predict
-# labels every point. The schedule solves tens of spheres, each O(N^2) in libsvm, plus the
-# O(N_sv^2) SV graph, so the exact fit grows quadratically with N and the sample bounds it.
-SAMPLE_SIZE = 2000
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
 
@@ -502,7 +502,6 @@ def join_by_chain(X: np.ndarray, labels: np.ndarray, n_neighbors: int = 10) -> n
     return joined
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Section 4: the divisive schedule for q and C
 # ---------------------------------------------------------------------------------------------
@@ -726,97 +725,6 @@ def _bisect(solve, q_low: float, q_high: float, p: float, n_clusters: int, budge
 # ---------------------------------------------------------------------------------------------
 # The estimator
 # ---------------------------------------------------------------------------------------------
-
-
-def soft_margin_problem(C: float | None, n: int) -> str | None:
-    """Why ``C`` cannot bound the dual (11) of ``n`` points (``C < 1/N``), or None."""
-    if C is not None and C * n < 1.0:
-        return (f"C={C} is below 1/N = {1.0 / n:.3g}: the constraints sum(beta) = 1 and "
-                "beta <= C cannot both hold; use C >= 1/N or give p = 1/(N C) in (0, 1]")
-    return None
-
-
-class SupportVectorClusteringParams(AlgorithmParams):
-    """Parameters of :class:`SupportVectorClustering` (meanings and defaults: see the class)."""
-
-    n_clusters: NClusters | None = Field(
-        None,
-        description=(
-            "Clusters wanted by gamma='auto' (default 2 there). With a numeric gamma it is not "
-            "used: the number of clusters is that of the contours."
-        ),
-    )
-    gamma: PositiveFloat | Literal["auto", "scale"] = Field(
-        "auto",
-        description=(
-            "The paper's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "
-            "divisive schedule of section 4 to reach n_clusters clusters; 'scale' is "
-            "1 / (n_features * X.var())."
-        ),
-    )
-    C: float | None = Field(
-        None, gt=0, le=1e6,
-        description="Soft margin C of (9); C >= 1 means no bounded SVs. Give C or p, not both.",
-    )
-    p: float | None = Field(
-        None, gt=0, lt=1,
-        description="p = 1/(N C), the share of points allowed outside (paper Table 1: 0.55-0.75).",
-    )
-    labeling: Labeling = Field(
-        "support_vectors",
-        description=(
-            "Which segments (19) are tested: 'complete' (all pairs, the paper's, O(N^2)), "
-            "'support_vectors' (SV pairs + each point to its nearest SVs) or 'knn'."
-        ),
-    )
-    n_neighbors: int = Field(10, ge=1, le=200, description="Neighbours per point for knn/SV tests.")
-    n_segment_points: int = Field(
-        20, ge=1, le=100,
-        description="Samples per segment (paper: 10; more avoid false bridges across gaps).",
-    )
-    bounded_svs: Literal["chain", "nearest", "outlier"] = Field(
-        "chain",
-        description=(
-            "Bounded SVs (outside the sphere) join the closest cluster: 'chain' grows the "
-            "clusters outward, nearest point first, each joining the cluster of its nearest "
-            "point already in one; 'nearest' takes the nearest point inside the contours; "
-            "'outlier' labels them -1."
-        ),
-    )
-    n_components: Annotated[int, Field(ge=1, le=10000)] | Literal["auto"] | None = Field(
-        "auto",
-        description=(
-            "Fit the sphere on this many leading principal components of the centred data "
-            "(the paper's section 5: SVC on a low-dimensional PCA representation when the data is "
-            "sparse). 'auto': the input space first, and with gamma='auto' the leading "
-            "n_clusters components when no sphere in the input space has n_clusters clusters of "
-            "at least 5 % of the points; "
-            "null: always the input space."
-        ),
-    )
-    tol: float = Field(1e-4, gt=0, le=1e-1, description="libsvm stopping tolerance.")
-    max_iter: int = Field(200, ge=1, le=10000, description="Spheres solved by gamma='auto'.")
-    solver: SampleSolver = Field(
-        "auto",
-        description=(
-            "'exact': fit the sphere and its contours on every point; 'sample': on a random "
-            "sample of exact_max_n points, every point then labelled by predict; 'auto': exact "
-            "up to exact_max_n points, sample above."
-        ),
-    )
-    exact_max_n: int = Field(
-        SAMPLE_SIZE, ge=2, le=20000,
-        description="Largest n fitted exactly; the sample size above it.",
-    )
-    random_state: RandomStateParam = None
-
-    @model_validator(mode="after")
-    def _c_or_p(self):
-        if self.C is not None and self.p is not None:
-            raise ValueError("give C or p = 1/(N C), not both")
-        if isinstance(self.gamma, float) and not (0 < self.gamma < math.inf):
-            raise ValueError("gamma must be a positive number, 'auto' or 'scale'")
-        return self
 
 
 class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from redis import Redis
 
-from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from core.keys import Keys
 from core.settings import Settings
 

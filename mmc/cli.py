@@ -217,7 +217,7 @@ def write_labels(path: str, labels: Any, sequences: bool) -> None:
 
 def cluster_remote(args: argparse.Namespace) -> int:
     """``mmc cluster --url``: the same files as a local run, computed by a running service."""
-    from algorithms.base import arrays_to_npz_bytes
+    from algorithms.inputs import arrays_to_npz_bytes
     from mmc_client import Client, MMCError
 
     data = load_data_files(args)
@@ -295,7 +295,7 @@ def cluster(args: argparse.Namespace) -> int:
 
 
 def load_model_files(prefix: str):
-    from algorithms.base import npz_bytes_to_arrays
+    from algorithms.inputs import npz_bytes_to_arrays
     from algorithms.registry import model_from_export
 
     with open(f"{prefix}.json", encoding="utf-8") as handle:

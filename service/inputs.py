@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.base import AlgorithmParams, as_float_matrix, check_clustering_input
 from algorithms.hmm import as_symbol_sequences
+from algorithms.inputs import as_float_matrix, check_clustering_input
+from algorithms.params.common import AlgorithmParams
 from algorithms.registry import AlgorithmSpec
 from service.problems import ProblemError, field_error
 

@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from algorithms.base import npz_bytes_to_arrays
+from algorithms.inputs import npz_bytes_to_arrays
 from algorithms.registry import model_from_export
 from core.stores import ModelStore
 

@@ -1,4 +1,5 @@
-"""Core's queue names are the registry's (core spells them out so as not to import the solvers).
+"""Core's queue names are the registry's (core spells them out so as not to import the solvers),
+and the API process starts without the numerics.
 
 The direction of imports between the packages, and the absence of cycles between the modules of
 a package, are checked by ``lint-imports`` (the contracts in pyproject.toml).
@@ -6,11 +7,28 @@ a package, are checked by ``lint-imports`` (the contracts in pyproject.toml).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import typing
 
-from algorithms.registry import QueueName
+from algorithms.registry import REGISTRY, QueueName
 from core.queues import QUEUE_NAMES
+from tests.conftest import ROOT
 
 
 def test_queue_names_are_the_registrys():
     assert typing.get_args(QueueName) == QUEUE_NAMES
+
+
+def test_the_api_imports_no_estimator_until_one_is_needed():
+    # The API validates, queues and describes jobs from the params models alone; an estimator
+    # module (and scikit-learn, cvxpy, numba behind it) loads on the first predict.
+    heavy = ["sklearn", "cvxpy", "numba", "algorithms.base",
+             *(spec.estimator_path.rpartition(".")[0] for spec in REGISTRY.values())]
+    code = ("import sys, service.app; service.app.create_app(); "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded
+    # The lazy reference still names a class that exists.
+    assert all(spec.estimator.__name__ == spec.estimator_name for spec in REGISTRY.values())

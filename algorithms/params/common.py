@@ -1,0 +1,129 @@
+"""What every algorithm's parameters share: the base model (unknown names refused, renamed names
+and values translated for one release) and the field types that give a name one meaning in every
+algorithm.
+
+These modules hold no numerics: the API validates requests with them without importing an
+estimator.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+# ---------------------------------------------------------------------------------------------
+# Parameter models: one pydantic model per algorithm, shared field types so names mean the same
+# thing everywhere: a parameter name means the same across algorithms.
+# ---------------------------------------------------------------------------------------------
+
+NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters k.")]
+KernelParam = Annotated[
+    Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
+]
+# A width must be a positive finite number: 1e400 parses as inf and NaN is valid JSON to Python,
+# and either would only fail later in a worker (and echo back as invalid JSON).
+PositiveFloat = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
+GammaParam = Annotated[
+    PositiveFloat | Literal["auto", "paper", "scale"],
+    Field(
+        description=(
+            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
+            "data-adaptive default (1 / (2 sigma^2), sigma the median distance from a point to "
+            "its 7th nearest neighbour); 'paper' is the width heuristic of the algorithm's "
+            "paper; 'scale' is 1 / (n_features * X.var())."
+        )
+    ),
+]
+RandomStateParam = Annotated[
+    int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
+]
+# How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
+# ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
+# and sampled above ("auto").
+SampleSolver = Literal["auto", "exact", "sample"]
+
+
+# The default of a renamed parameter that ``__init__`` still accepts for one release.
+DEPRECATED = "deprecated"
+
+
+def is_unset(value: Any) -> bool:
+    """Whether a renamed parameter was left at its ``DEPRECATED`` default (not passed)."""
+    return isinstance(value, str) and value == DEPRECATED
+
+
+# Values renamed in every model that has the parameter (old value -> new value).
+RENAMED_VALUES: dict[str, dict[str, str]] = {
+    "gamma": {"seed": "paper"},
+    "solver": {"cvxpy": "scs", "SCS": "scs", "CLARABEL": "clarabel"},
+}
+
+
+# Old parameter name -> (new name, conversion of the value or None).
+Renames = Mapping[str, tuple[str, Callable[[Any], Any] | None]]
+
+
+def reciprocal(value: Any) -> Any:
+    """``1 / value`` for a number (``beta = 1 / C``); anything else is left for validation."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value != 0:
+        return 1.0 / value
+    return value
+
+
+class AlgorithmParams(BaseModel):
+    """Base of every algorithm's parameter model: unknown parameters are an error.
+
+    A model is the one source of truth for its algorithm's parameters: name, default, bounds and
+    a one-line meaning (``description``); the estimator's ``__init__`` and docstring agree with
+    it (``tests/test_params.py``). Renamed parameters and values keep working for one release:
+    ``renamed`` maps an old name to ``(new name, conversion or None)``; the values of
+    ``RENAMED_VALUES`` are translated; either raises a ``DeprecationWarning``.
+    """
+
+    # Every float parameter is finite: no inf or NaN reaches a worker or a stored record.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    renamed: ClassVar[Renames] = {}
+    # Parameters of ``__init__`` that only the library takes (an estimator object, say): not
+    # part of the API's schema.
+    library_only: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _translate_renamed(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = {key: value for key, value in data.items() if key not in cls.library_only}
+        for old, (new, convert) in cls.renamed.items():
+            if old not in data:
+                continue
+            value = data.pop(old)
+            if is_unset(value):
+                continue
+            warnings.warn(f"parameter {old!r} is renamed {new!r}"
+                          + (" (with the value converted)" if convert else "")
+                          + "; the old name stops working in the next release",
+                          DeprecationWarning, stacklevel=4)
+            data[new] = convert(value) if convert else value
+        for name, values in RENAMED_VALUES.items():
+            value = data.get(name)
+            if name in cls.model_fields and isinstance(value, str) and value in values:
+                warnings.warn(f"{name}={value!r} is renamed {name}={values[value]!r}; the old "
+                              "value stops working in the next release",
+                              DeprecationWarning, stacklevel=4)
+                data[name] = values[value]
+        return data
+
+    def estimator_kwargs(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+def format_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "parameters"
+        parts.append(f"invalid parameter {where}: {item['msg']}")
+    return "; ".join(parts)
