@@ -8,9 +8,9 @@ import os
 from redis import Redis
 from rq import Worker
 
-import algorithms.registry  # noqa: F401  (import the numerics once, before the work horses fork)
 from algorithms.dual_qp import compiled_smo
 from algorithms.lowrank_sdp import compiled_active_set, compiled_lbfgs
+from algorithms.registry import import_estimators
 from core.jobs import lost_job, record_id
 from core.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
@@ -42,6 +42,9 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
     connection = Redis.from_url(redis_url or settings.redis_url)
+    # The registry names estimators lazily: import them all once, before the work horses fork,
+    # so that each horse inherits them instead of importing them for its one job.
+    import_estimators()
     warm_compiled_kernels()
     if "slow" in queues:
         import cvxpy  # noqa: F401  (the SDPs' general solvers: imported once, not per horse)
