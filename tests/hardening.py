@@ -49,10 +49,12 @@ class Deployment:
         self.api_log = tmp / "api.log"
         self.api = processes.start_api("127.0.0.1", self.port, self.env,
                                        log_file=open(self.api_log, "wb"))  # noqa: SIM115
+        # Guards against a hang, not a speed check: at the start of a run several deployments'
+        # processes import the numerics at once on two cores.
         if workers:
-            processes.wait_ready(self.url, timeout=60, processes=[self.api, *self.workers])
+            processes.wait_ready(self.url, timeout=120, processes=[self.api, *self.workers])
         else:  # /readyz wants a worker on every queue: wait for the API alone
-            wait_healthy(self.url, timeout=60, process=self.api)
+            wait_healthy(self.url, timeout=120, process=self.api)
 
     def add_worker(self) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115

@@ -224,7 +224,7 @@ def test_child_crashing_at_start_is_given_up_on_with_a_message(tmp_path):
         taken.listen()
         command = [sys.executable, "-m", "mmc.cli", "serve",
                    "--port", str(taken.getsockname()[1]), "--data-dir", str(tmp_path / "data"),
-                   "--max-quick-crashes", "2"]
+                   "--max-quick-crashes", "2", "--workers-per-queue", "0"]
         result = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                                 timeout=START_TIMEOUT, start_new_session=True)
     assert result.returncode == 1, result.stderr[-3000:]
