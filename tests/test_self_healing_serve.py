@@ -90,9 +90,8 @@ def _cmdline(pid: int) -> str:
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    # appendfsync always: a Redis killed with SIGKILL loses no acknowledged write.
-    deployment = Serve(tmp_path_factory.mktemp("serve"), "--grace-seconds", "3",
-                       env={"MMC_REDIS_APPENDFSYNC": "always"})
+    # mmc serve's default appendfsync everysec (see the test of a Redis killed under it).
+    deployment = Serve(tmp_path_factory.mktemp("serve"), "--grace-seconds", "3")
     processes.wait_ready(deployment.url, timeout=START_TIMEOUT, processes=[deployment.process])
     yield deployment
     deployment.stop()
@@ -189,6 +188,22 @@ def test_killed_child_is_restarted_and_every_job_reaches_a_final_state(serve, ma
     assert "restarting it in" in serve.log()
 
 
+def test_redis_killed_under_appendfsync_everysec_loses_no_accepted_job(serve):
+    """Redis writes its append-only file before it answers; ``everysec`` (mmc serve's default)
+    only delays the fsync, which a SIGKILL of the process (unlike a power loss) does not need."""
+    with httpx.Client(base_url=serve.url, timeout=30) as client:
+        accepted = [client.post("/v1/jobs", json=tiny(seed)).json()["id"] for seed in range(40)]
+    os.kill(serve.child("redis-server"), signal.SIGKILL)  # right after the last 202
+    killed_at = time.monotonic()
+    ready_after(serve.url, killed_at)
+    lost = [job_id for job_id in accepted
+            if httpx.get(f"{serve.url}/v1/jobs/{job_id}", timeout=10).status_code == 404]
+    print(f"\nappendfsync everysec, Redis SIGKILLed right after the last of "
+          f"{len(accepted)} accepted jobs: {len(lost)} lost")
+    assert lost == []
+    assert all(wait_final(serve.url, job_id)["status"] == "succeeded" for job_id in accepted)
+
+
 def _horse_pid(worker_pid: int) -> int:
     horses = _children(worker_pid)
     assert horses, "the worker has no work horse"
@@ -230,30 +245,3 @@ def test_child_crashing_at_start_is_given_up_on_with_a_message(tmp_path):
     assert result.returncode == 1, result.stderr[-3000:]
     assert "api exited within 10 s of starting 3 times in a row" in result.stderr
     assert "giving up and stopping everything" in result.stderr
-
-
-def test_redis_killed_under_appendfsync_everysec_loses_no_accepted_job(tmp_path):
-    """Redis writes its append-only file before it answers; ``everysec`` only delays the fsync,
-    which a SIGKILL of the process (unlike a power loss) does not need. Counted, for the README."""
-    deployment = Serve(tmp_path, env={"MMC_REDIS_APPENDFSYNC": "everysec"})
-    try:
-        processes.wait_ready(deployment.url, timeout=START_TIMEOUT,
-                             processes=[deployment.process])
-        with httpx.Client(base_url=deployment.url, timeout=30) as client:
-            accepted = [client.post("/v1/jobs", json=tiny(seed)).json()["id"]
-                        for seed in range(40)]
-        os.kill(deployment.child("redis-server"), signal.SIGKILL)  # right after the last 202
-        killed_at = time.monotonic()
-        ready_after(deployment.url, killed_at)
-        lost = []
-        for job_id in accepted:
-            response = httpx.get(f"{deployment.url}/v1/jobs/{job_id}", timeout=10)
-            if response.status_code == 404:
-                lost.append(job_id)
-        print(f"\nappendfsync everysec, Redis SIGKILLed right after the last of "
-              f"{len(accepted)} accepted jobs: {len(lost)} lost")
-        assert lost == []
-        assert all(wait_final(deployment.url, job_id)["status"] == "succeeded"
-                   for job_id in accepted)
-    finally:
-        deployment.stop()
