@@ -53,7 +53,7 @@ def test_fuzzed_requests_get_no_5xx_and_match_the_schema(fuzz_target, tmp_path):
         "run", str(OPENAPI), "--url", fuzz_target.url,
         "--checks", "not_a_server_error,response_schema_conformance",
         "--phases", "examples,coverage,fuzzing,stateful",
-        "--max-examples", "40", "--seed", "1", "--request-timeout", "30",
+        "--max-examples", "15", "--seed", "1", "--request-timeout", "30",
         "--continue-on-failure", "--suppress-health-check", "all", "--no-color",
     ]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=600,
