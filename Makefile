@@ -12,10 +12,14 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
-	@# Compile the numba kernels once into their on-disk cache (about 30 s the first time, 1 s
-	@# after), so that workers and test processes started together do not each compile them.
-	$(BIN)/python -c "from worker.main import warm_compiled_kernels; warm_compiled_kernels()"
+	@# uv installs the packages in seconds where pip takes a minute or more; pip if uv cannot.
+	($(BIN)/python -m pip install --quiet uv \
+	  && $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[dev]' -c constraints.txt) \
+	  || $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+	@# Compile the numba kernels once into their on-disk cache (side by side, about 40 s the
+	@# first time, 1 s after), so that workers and test processes started together do not each
+	@# compile them.
+	$(BIN)/python -c "from worker.main import warm_compiled_kernels; warm_compiled_kernels(3)"
 
 serve: install
 	$(BIN)/mmc serve --host $(HOST) --port $(PORT)
