@@ -1,4 +1,6 @@
-"""Shared estimator base, input validation, portable model export and clustering metrics.
+"""Shared estimator base (parameter validation, portable model export), fitting helpers and
+clustering metrics. The input checks and the npz format live in :mod:`algorithms.inputs`, the
+parameter models in :mod:`algorithms.params`; their names are re-exported here.
 
 Every algorithm in this package is a scikit-learn estimator built on :class:`MMCEstimatorMixin`:
 

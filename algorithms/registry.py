@@ -1,4 +1,5 @@
-"""Name -> algorithm spec: estimator class, parameter model, capabilities and limits.
+"""Name -> algorithm spec: estimator (imported on first use), parameter model, capabilities and
+limits.
 
 The service builds its request schema, ``/v1/algorithms`` and queue routing from this table, so
 adding an algorithm means adding its module and one entry to ``_SPECS`` below: no service change.
