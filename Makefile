@@ -13,9 +13,12 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	@# uv installs the packages in seconds where pip takes a minute or more; pip if uv cannot.
+	@# Bytecode is compiled here: with PYTHONDONTWRITEBYTECODE set, no process would write it.
 	($(BIN)/python -m pip install --quiet uv \
-	  && $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[dev]' -c constraints.txt) \
+	  && $(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	       -e '.[dev]' -c constraints.txt) \
 	  || $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+	$(BIN)/python -m compileall -q algorithms core service worker mmc mmc_client benchmarks tests
 	@# Compile the numba kernels once into their on-disk cache (side by side, about 40 s the
 	@# first time, 1 s after), so that workers and test processes started together do not each
 	@# compile them.
