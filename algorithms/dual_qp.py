@@ -121,8 +121,10 @@ def solve_dual_qp(
     n = y.shape[0]
     K = np.ascontiguousarray(K, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    lo = np.ascontiguousarray(np.broadcast_to(lo, (n,)), dtype=np.float64)
-    hi = np.ascontiguousarray(np.broadcast_to(hi, (n,)), dtype=np.float64)
+    # Writable copies: a read-only view (broadcast_to of an array) is another numba signature,
+    # compiled anew on first use instead of the one compiled_smo loads.
+    lo = np.array(np.broadcast_to(lo, (n,)), dtype=np.float64)
+    hi = np.array(np.broadcast_to(hi, (n,)), dtype=np.float64)
     u = np.zeros(n) if u0 is None else np.array(u0, dtype=np.float64)
     scores = np.empty(n)
     n_iter, converged = compiled_smo()(K, y, lo, hi, u, scores, float(tol), int(max_iter))

@@ -858,16 +858,11 @@ class MarginObjective:
 
     def maximiser(self, V: np.ndarray) -> np.ndarray:
         if self.uses_factor(V.shape[1]):
-            from algorithms.lowrank_compiled import (
-                NEWTON_GAP,
-                NEWTON_STEPS,
-                outer_rows,
-                smoothed_dual_newton,
-            )
+            from algorithms.lowrank_compiled import NEWTON_GAP, NEWTON_STEPS, outer_rows
 
             Vn, p = self._split(V)
-            smoothed_dual_newton(outer_rows(np.ascontiguousarray(Vn), self.factor), p,
-                                 self.smoothing, self.lam, NEWTON_GAP, NEWTON_STEPS)
+            compiled_factored_dual()(outer_rows(np.ascontiguousarray(Vn), self.factor), p,
+                                     self.smoothing, self.lam, NEWTON_GAP, NEWTON_STEPS)
             return self.lam
         H = self._hessian(V)
         H.flat[:: self.n + 1] += self.smoothing
@@ -1213,6 +1208,23 @@ class HalfSphereMarginObjective(MappedObjective):
             inner.smoothing, inner.lam, A, C, cons.b, cons.inequality, y, float(mu),
             float(f_scale))
         return x, int(evaluations)
+
+
+@functools.cache
+def compiled_factored_dual():
+    """:func:`algorithms.lowrank_compiled.smoothed_dual_newton` as the factored inner problem
+    calls it from Python (a signature of its own, besides the one inlined in the compiled
+    L-BFGS), loaded and warmed on a two-point problem."""
+    from algorithms.lowrank_compiled import (
+        NEWTON_GAP,
+        NEWTON_STEPS,
+        outer_rows,
+        smoothed_dual_newton,
+    )
+
+    factor = outer_rows(np.ones((2, 1)), np.ones((2, 1)))
+    smoothed_dual_newton(factor, np.ones(2), 1e-3, np.zeros(2), NEWTON_GAP, NEWTON_STEPS)
+    return smoothed_dual_newton
 
 
 @functools.cache

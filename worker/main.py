@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Worker
 
 from algorithms.dual_qp import compiled_smo
-from algorithms.lowrank_sdp import compiled_active_set, compiled_lbfgs
+from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
 from algorithms.registry import get_spec, import_estimators
 from core.jobs import lost_job, record_id
 from core.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
@@ -39,8 +39,9 @@ def warm_up_fit() -> None:
     get_spec("itersvr").build({"random_state": 0, "n_init": 1}).fit(X)
 
 
-# The numba kernels: iterSVR's SMO, the box QP's active set, the robust SDPs' inner problem.
-COMPILED_KERNELS = (compiled_smo, compiled_active_set, compiled_lbfgs)
+# The numba kernels: iterSVR's SMO, the box QP's active set, the factored smoothed dual of the
+# low-rank SDPs, the robust SDPs' inner problem.
+COMPILED_KERNELS = (compiled_smo, compiled_active_set, compiled_factored_dual, compiled_lbfgs)
 
 
 def _load_kernel(index: int) -> None:
