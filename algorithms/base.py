@@ -149,18 +149,17 @@ class MMCEstimatorMixin:
             if not (params["random_state"] is None or isinstance(params["random_state"], int)):
                 params["random_state"] = None
         try:
-            return self.params_model.model_validate(params)
+            validated = self.params_model.model_validate(params)
         except ValidationError as error:
             raise ValueError(format_validation_error(error)) from None
+        # The fit reads its parameters from here: renamed names and values already translated.
+        self._fit_params = validated
+        return validated
 
-    def _renamed(self, name: str) -> Any:
-        """The value of parameter ``name``, or of the deprecated parameter it replaces (converted)
-        when a caller set that one."""
-        for old, (new, convert) in self.params_model.renamed.items():
-            value = getattr(self, old, DEPRECATED)
-            if new == name and not is_unset(value):
-                return convert(value) if convert else value
-        return getattr(self, name)
+    @property
+    def _beta(self) -> float:
+        """The thesis's ``beta = 1 / C`` (Xu 2007, (2.47)), of the parameters being fitted."""
+        return 1.0 / self._fit_params.C
 
     # Fitted attributes reported with a job's result when present (the result's algorithm extras).
     _result_attributes: ClassVar[tuple[str, ...]] = (

@@ -1003,7 +1003,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                                         width_reference=self.width_reference, random_state=rng)
             if self.gamma == "auto":
                 self.gamma_ /= AUTO_WIDTH_MULTIPLE**2
-            n_landmarks = self._renamed("n_landmarks")
+            n_landmarks = self._fit_params.n_landmarks
             report(progress, 0, None, f"{n_landmarks} Nystrom coordinates of the rbf kernel")
             self.nystrom_, X = NystromMap.fit_transform(
                 X, n_components=n_landmarks, kernel="rbf", gamma=self.gamma_,
@@ -1089,7 +1089,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _solve(self, data: _Data, w0, b0, start_labels, on_iteration) -> CuttingPlaneResult:
         return solve_cpm3c(
-            data, w0, b0, C=self.C, score_balance=self._renamed("score_balance"),
+            data, w0, b0, C=self.C, score_balance=self._fit_params.score_balance,
             epsilon=self.epsilon,
             cccp_tol=self.cccp_tol, max_iter=self.max_iter, max_cccp_iter=self.max_cccp_iter,
             on_iteration=on_iteration,

@@ -607,11 +607,6 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.pair_balance = pair_balance
         self.sdp_solver = sdp_solver
 
-    @property
-    def _beta(self) -> float:
-        """The thesis's ``beta = 1 / C`` of (2.47)."""
-        return 1.0 / self._renamed("C")
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # X is a list of integer sequences of any lengths, not a samples x features matrix:
@@ -665,7 +660,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                        f"restart {restart + 1}, alternation {n_iter}: {changed} labels changed")
 
             run = alternate_m3n(
-                batch, hmm.decode(batch), k, V, beta=self._beta, epsilon=self._renamed("size_band"),
+                batch, hmm.decode(batch), k, V, beta=self._beta, epsilon=self._fit_params.size_band,
                 max_iter=self.max_iter, tol=self.tol, on_iteration=on_iteration,
             )
             if best is None or run.solution.objective < best.solution.objective:
@@ -675,15 +670,15 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def _fit_exact(self, batch: SequenceBatch, rng, progress):
         k, V = self.n_states, self.n_symbols_
         if problem := exact_relaxation_problem(batch.n_positions, batch.prev.size, k,
-                                               self._renamed("size_band"),
-                                               self._renamed("pair_size_band")):
+                                               self._fit_params.size_band,
+                                               self._fit_params.pair_size_band):
             raise ValueError(problem)
         report(progress, 0, None, f"solving the CDHMM relaxation over {batch.n_positions} "
                "positions")
         relaxation = solve_cdhmm_relaxation(
-            batch, k, V, beta=self._beta, epsilon=self._renamed("size_band"),
-            pair_epsilon=self._renamed("pair_size_band"),
-            solver=self._renamed("solver").upper(), tol=self.sdp_tol,
+            batch, k, V, beta=self._beta, epsilon=self._fit_params.size_band,
+            pair_epsilon=self._fit_params.pair_size_band,
+            solver=self._fit_params.solver.upper(), tol=self.sdp_tol,
             max_iter=self.sdp_max_iter,
         )
         self.warnings_ += relaxation.warnings

@@ -624,11 +624,6 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.guide = guide
         self.beta = beta
 
-    @property
-    def _beta(self) -> float:
-        """The thesis's ``beta = 1 / C``."""
-        return 1.0 / self._renamed("C")
-
     def _partial_labels(self, y, n: int) -> np.ndarray | None:
         labels = check_partial_labels(y, n)
         if labels is None or not np.any(labels >= 0):
@@ -676,7 +671,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
         self.classifier_ = KernelExpansionClassifier.fit(
-            X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=self._renamed("C"), K=K_raw
+            X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=self._fit_params.C, K=K_raw
         )
         self.n_support_ = self.classifier_.n_support
         report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
