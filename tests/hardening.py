@@ -51,10 +51,14 @@ class Deployment:
                                        log_file=open(self.api_log, "wb"))  # noqa: SIM115
         # Guards against a hang, not a speed check: at the start of a run several deployments'
         # processes import the numerics at once on two cores.
-        if workers:
-            processes.wait_ready(self.url, timeout=120, processes=[self.api, *self.workers])
-        else:  # /readyz wants a worker on every queue: wait for the API alone
-            wait_healthy(self.url, timeout=120, process=self.api)
+        try:
+            if workers:
+                processes.wait_ready(self.url, timeout=120, processes=[self.api, *self.workers])
+            else:  # /readyz wants a worker on every queue: wait for the API alone
+                wait_healthy(self.url, timeout=120, process=self.api)
+        except BaseException:
+            self.close()  # a deployment that never came up leaves no process behind
+            raise
 
     def add_worker(self) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{len(self.workers)}.log", "wb")  # noqa: SIM115
