@@ -30,66 +30,32 @@ from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from algorithms.inputs import (
-    MAX_ABS_VALUE as MAX_ABS_VALUE,
-)
-from algorithms.inputs import (
-    MIN_SPREAD as MIN_SPREAD,
-)
-from algorithms.inputs import (
-    arrays_to_npz_bytes as arrays_to_npz_bytes,
-)
-from algorithms.inputs import (
-    as_float_matrix as as_float_matrix,
-)
-from algorithms.inputs import (
-    check_clustering_input as check_clustering_input,
-)
-from algorithms.inputs import (
-    check_partial_labels as check_partial_labels,
-)
-from algorithms.inputs import (
-    npz_bytes_to_arrays as npz_bytes_to_arrays,
+# Their home is algorithms.inputs and algorithms.params.common; the names stay importable from
+# here (the library's earlier paths).
+from algorithms.inputs import (  # noqa: F401
+    MAX_ABS_VALUE,
+    MIN_SPREAD,
+    arrays_to_npz_bytes,
+    as_float_matrix,
+    check_clustering_input,
+    check_partial_labels,
+    npz_bytes_to_arrays,
 )
 from algorithms.kernels import pairwise_kernel
-from algorithms.params.common import (
-    DEPRECATED as DEPRECATED,
-)
-from algorithms.params.common import (
-    RENAMED_VALUES as RENAMED_VALUES,
-)
-from algorithms.params.common import (
-    AlgorithmParams as AlgorithmParams,
-)
-from algorithms.params.common import (
-    GammaParam as GammaParam,
-)
-from algorithms.params.common import (
-    KernelParam as KernelParam,
-)
-from algorithms.params.common import (
-    NClusters as NClusters,
-)
-from algorithms.params.common import (
-    PositiveFloat as PositiveFloat,
-)
-from algorithms.params.common import (
-    RandomStateParam as RandomStateParam,
-)
-from algorithms.params.common import (
-    Renames as Renames,
-)
-from algorithms.params.common import (
-    SampleSolver as SampleSolver,
-)
-from algorithms.params.common import (
-    format_validation_error as format_validation_error,
-)
-from algorithms.params.common import (
-    is_unset as is_unset,
-)
-from algorithms.params.common import (
-    reciprocal as reciprocal,
+from algorithms.params.common import (  # noqa: F401
+    DEPRECATED,
+    RENAMED_VALUES,
+    AlgorithmParams,
+    GammaParam,
+    KernelParam,
+    NClusters,
+    PositiveFloat,
+    RandomStateParam,
+    Renames,
+    SampleSolver,
+    format_validation_error,
+    is_unset,
+    reciprocal,
 )
 
 ProgressCallback = Callable[[int, float | None, str], None]

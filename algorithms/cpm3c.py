@@ -68,14 +68,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
-    DEPRECATED,
     MMCEstimatorMixin,
     ProgressCallback,
-    as_float_matrix,
-    check_clustering_input,
     report,
 )
+from algorithms.inputs import (
+    as_float_matrix,
+    check_clustering_input,
+)
 from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
+from algorithms.params.common import (
+    DEPRECATED,
+)
 from algorithms.params.cpm3c import (
     CPM3CParams as CPM3CParams,
 )

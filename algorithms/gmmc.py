@@ -27,8 +27,6 @@ from algorithms.base import (
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
-    as_float_matrix,
-    check_clustering_input,
     check_solver_status,
     labels_from_leading_eigenvector,
     psd_factor,
@@ -37,6 +35,10 @@ from algorithms.base import (
     two_cluster_labels,
 )
 from algorithms.cpm3c import CPM3C
+from algorithms.inputs import (
+    as_float_matrix,
+    check_clustering_input,
+)
 from algorithms.kernels import (
     distinct_rows,
     local_scaling_gamma,

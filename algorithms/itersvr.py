@@ -51,14 +51,16 @@ from algorithms.base import (
     KernelExpansionClassifier,
     MMCEstimatorMixin,
     ProgressCallback,
-    as_float_matrix,
     balance_limit,
-    check_clustering_input,
     fit_sample,
     report,
 )
 from algorithms.cpm3c import CPM3C
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
+from algorithms.inputs import (
+    as_float_matrix,
+    check_clustering_input,
+)
 from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
 from algorithms.params.itersvr import (
     IterSVRParams as IterSVRParams,

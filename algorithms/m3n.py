@@ -39,7 +39,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from algorithms.base import (
-    DEPRECATED,
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
@@ -56,6 +55,9 @@ from algorithms.hmm import (
     loss_augmented_viterbi,
     sequence_scores,
     viterbi,
+)
+from algorithms.params.common import (
+    DEPRECATED,
 )
 from algorithms.params.m3n import (
     NStates as NStates,

@@ -61,9 +61,11 @@ from algorithms.base import (
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
-    as_float_matrix,
     check_solver_status,
     report,
+)
+from algorithms.inputs import (
+    as_float_matrix,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.params.robust_svm import (

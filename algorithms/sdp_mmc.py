@@ -67,16 +67,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
-    DEPRECATED,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
-    as_float_matrix,
     balance_limit,
     balanced_signs,
-    check_clustering_input,
-    check_partial_labels,
     check_solver_status,
     labels_from_label_matrix,
     psd_factor,
@@ -86,12 +82,20 @@ from algorithms.base import (
     two_cluster_labels,
 )
 from algorithms.cpm3c import CPM3C
+from algorithms.inputs import (
+    as_float_matrix,
+    check_clustering_input,
+    check_partial_labels,
+)
 from algorithms.kernels import (
     copies_of_rows,
     distinct_rows,
     pairwise_kernel,
     resolve_gamma,
     squared_distances,
+)
+from algorithms.params.common import (
+    DEPRECATED,
 )
 from algorithms.params.sdp_mmc import (
     LOWRANK_TWO_CLASS_MAX_N as LOWRANK_TWO_CLASS_MAX_N,

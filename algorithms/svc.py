@@ -59,10 +59,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from algorithms.base import (
     MMCEstimatorMixin,
     ProgressCallback,
-    as_float_matrix,
-    check_clustering_input,
     fit_sample,
     report,
+)
+from algorithms.inputs import (
+    as_float_matrix,
+    check_clustering_input,
 )
 from algorithms.kernels import (
     copies_of_rows,
