@@ -9,7 +9,6 @@ PORT ?= 8000
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
 install: $(BIN)/python
 	@# uv installs the packages in seconds where pip takes a minute or more; pip if uv cannot.
@@ -17,12 +16,13 @@ install: $(BIN)/python
 	($(BIN)/python -m pip install --quiet uv \
 	  && $(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
 	       -e '.[dev]' -c constraints.txt) \
-	  || $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+	  || ($(BIN)/python -m pip install --quiet --upgrade pip \
+	      && $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt)
 	$(BIN)/python -m compileall -q algorithms core service worker mmc mmc_client benchmarks tests
-	@# Compile the numba kernels once into their on-disk cache (side by side, about 40 s the
-	@# first time, 1 s after), so that workers and test processes started together do not each
-	@# compile them.
-	$(BIN)/python -c "from worker.main import warm_compiled_kernels; warm_compiled_kernels(3)"
+	@# Compile the numba kernels once into their on-disk cache (side by side: tens of seconds the
+	@# first time, a second after), so that workers and test processes started together do
+	@# not each compile them.
+	$(BIN)/python -c "import os; from worker.main import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
 
 serve: install
 	$(BIN)/mmc serve --host $(HOST) --port $(PORT)

@@ -43,6 +43,8 @@ LINE_SEARCH_STEPS = 30
 NEWTON_STEPS = 50
 NEWTON_GAP = 1e-15
 
+EPSILON = float(np.finfo(np.float64).eps)
+
 
 @njit(cache=True, nogil=True)
 def _move_gradient(g, H, i, delta):
@@ -145,22 +147,15 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
                         A[a, b] = H[order[a], order[b]]
                     A[a, a] += ridge
                 try:
-                    L[:m, :m] = np.linalg.cholesky(A)
+                    factor = np.linalg.cholesky(A)
+                    for a in range(m):
+                        for b in range(a + 1):
+                            L[a, b] = factor[a, b]
                     valid = True
                 except Exception:  # numba's LinAlgError
-                    solution = np.linalg.lstsq(A, rhs)[0]
-            if valid:  # L z = rhs, then L^T solution = z
-                solution = np.empty(m)
-                for a in range(m):
-                    total = rhs[a]
-                    for b in range(a):
-                        total -= L[a, b] * solution[b]
-                    solution[a] = total / L[a, a]
-                for a in range(m - 1, -1, -1):
-                    total = solution[a]
-                    for b in range(a + 1, m):
-                        total -= L[b, a] * solution[b]
-                    solution[a] = total / L[a, a]
+                    solution = _symmetric_lstsq(A, rhs)
+            if valid:
+                solution = _cholesky_solve(L[:m, :m], rhs)
             d = np.empty(m)
             outward = -1
             for a in range(m):
@@ -297,10 +292,10 @@ def smoothed_dual_newton(B, p, smoothing, lam, tol, max_iter):
         for a in range(q):
             for c in range(a):
                 hessian[c, a] = hessian[a, c]
-        try:  # I + B_F^T B_F / s is definite, but entries far apart in scale can make LU fail
-            direction = -np.linalg.solve(hessian, grad)
+        try:  # I + B_F^T B_F / s is definite, but entries far apart in scale can break Cholesky
+            direction = -_cholesky_solve(np.linalg.cholesky(hessian), grad)
         except Exception:  # numba's LinAlgError: the least-squares direction instead
-            direction = -np.linalg.lstsq(hessian, grad)[0]
+            direction = -_symmetric_lstsq(hessian, grad)
         for i in range(n):
             delta[i] = _dot(B[i], direction)
         step = _exact_step(t, delta, smoothing, _dot(w, direction), _dot(direction, direction))
@@ -527,3 +522,38 @@ def _axpy(a, u, v):
     """``v += a u`` in place."""
     for i in range(u.size):
         v[i] += a * u[i]
+
+
+# numba compiles np.linalg.solve and np.linalg.lstsq in several seconds each, per caller; these
+# two small routines replace them where the matrix is symmetric.
+
+
+@njit(cache=True, nogil=True)
+def _cholesky_solve(L, rhs):
+    """``x`` with ``L L^T x = rhs``, ``L`` lower triangular: two triangular solves."""
+    m = rhs.size
+    x = np.empty(m)
+    for a in range(m):
+        total = rhs[a]
+        for b in range(a):
+            total -= L[a, b] * x[b]
+        x[a] = total / L[a, a]
+    for a in range(m - 1, -1, -1):
+        total = x[a]
+        for b in range(a + 1, m):
+            total -= L[b, a] * x[b]
+        x[a] = total / L[a, a]
+    return x
+
+
+@njit(cache=True, nogil=True)
+def _symmetric_lstsq(A, rhs):
+    """The minimum-norm least-squares solution of ``A x = rhs`` for symmetric ``A``, as
+    ``np.linalg.lstsq`` gives it: the pseudo-inverse from the eigendecomposition, with the
+    eigenvalues below machine precision times the largest (in absolute value) taken as zero."""
+    values, vectors = np.linalg.eigh(A)
+    cutoff = EPSILON * max(np.abs(values).max(), 1e-300) if values.size else 0.0
+    coefficients = vectors.T @ rhs
+    for a in range(values.size):
+        coefficients[a] = coefficients[a] / values[a] if abs(values[a]) > cutoff else 0.0
+    return vectors @ coefficients
