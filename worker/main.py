@@ -51,8 +51,8 @@ def _load_kernel(index: int) -> None:
 
 def warm_compiled_kernels(processes: int = 1) -> None:
     """Load the numba kernels once, not in every work horse; compiled and cached on disk the
-    first time (the Docker image and ``make install`` run this). ``processes > 1`` compiles
-    them side by side, each in a process of its own, the longest first."""
+    first time. ``processes > 1`` (``make install``) only fills the disk cache, compiling the
+    kernels side by side, each in a process of its own, the longest first."""
     if processes <= 1:
         for load in COMPILED_KERNELS:
             load()
@@ -61,8 +61,6 @@ def warm_compiled_kernels(processes: int = 1) -> None:
     with ProcessPoolExecutor(min(processes, len(COMPILED_KERNELS)), mp_context=context) as pool:
         # The longest first (L-BFGS, which also compiles the active set it calls).
         list(pool.map(_load_kernel, reversed(range(len(COMPILED_KERNELS)))))
-    for load in COMPILED_KERNELS:  # now a load from the disk cache
-        load()
 
 
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
