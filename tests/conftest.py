@@ -20,15 +20,18 @@ from mmc import processes  # noqa: E402
 # module fixtures (a deployment, a suite of fits) start once. The modules around
 # ``healing_deployment`` run together, in this order: the webhook tests start the receiver
 # outage, ``mmc serve``'s tests run while it lasts, and the last test of test_self_healing_jobs
-# checks the event arrived once the receiver came back. The longest groups go first, so that
-# the two processes end together rather than one waiting on the other.
-HEALING = ("test_hardening_webhooks", "test_self_healing_serve", "test_self_healing_jobs")
+# checks the event arrived once the receiver came back. test_defaults (fits alone, no
+# deployment) runs inside that group, so that the process does its work while the outage lasts
+# instead of waiting for it to end. The longest groups go first, so that the two processes end
+# together rather than one waiting on the other.
+HEALING = ("test_hardening_webhooks", "test_self_healing_serve", "test_defaults",
+           "test_self_healing_jobs")
 LONGEST_FIRST = (
-    "healing", "test_defaults", "test_hardening_fuzz", "test_sklearn_checks",
-    "test_hardening_faults", "test_m3n", "test_hardening_load", "test_sdp_mmc",
+    "healing", "test_hardening_fuzz", "test_sklearn_checks",
+    "test_hardening_faults", "test_m3n", "test_hardening_load", "test_lifecycle", "test_sdp_mmc",
     "test_hardening_bodies", "test_hardening_hostile", "test_service_processes",
     "test_lowrank_sdp", "test_cli", "test_service", "test_gmmc", "test_robust_svm", "test_svc",
-    "test_client", "test_reference", "test_cpm3c", "test_itersvr",
+    "test_client", "test_reference", "test_generated_client", "test_cpm3c", "test_itersvr",
 )
 
 
