@@ -29,6 +29,11 @@ FAMILIES = {
     "mmc_job_fit_seconds": ("histogram", "Fit time of succeeded jobs by algorithm."),
     "mmc_jobs_lost_total": ("counter", "Jobs whose worker died, by algorithm and action "
                                        "(requeued, failed)."),
+    "mmc_lifecycle_total": ("counter", "Datasets and models deleted or imported by their "
+                                       "tenant, by kind (dataset, model) and action (deleted, "
+                                       "imported)."),
+    "mmc_lifecycle_bytes_total": ("counter", "Stored bytes those deletes removed and those "
+                                             "imports added, by kind and action."),
     "mmc_webhook_deliveries_total": ("counter", "Job callbacks by outcome (delivered, failed "
                                                 "after every attempt, refused by the SSRF guard, "
                                                 "no_secret for the tenant)."),

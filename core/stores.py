@@ -22,11 +22,33 @@ from core.keys import Keys
 from core.settings import Settings
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
+
+# Jobs read per round trip when a listing filters by status or algorithm.
+LIST_BATCH = 500
 FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+# Delete a hash only if ARGV[1] owns it: the owner sits in field ARGV[2] as a plain string
+# ("owner", datasets) or in the JSON of field "info" (models). Returns the bytes of the hash's
+# "npz" field that were removed, or -1 when the key is missing or another tenant's.
+_DELETE_OWNED = """
+local owner
+if ARGV[2] == 'info' then
+  local info = redis.call('HGET', KEYS[1], 'info')
+  if not info then return -1 end
+  owner = cjson.decode(info)['owner'] or 'anonymous'
+else
+  owner = redis.call('HGET', KEYS[1], 'owner')
+end
+if owner ~= ARGV[1] then return -1 end
+local size = redis.call('HSTRLEN', KEYS[1], 'npz')
+redis.call('DEL', KEYS[1])
+return size
+"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -39,6 +61,7 @@ class DatasetStore:
     def __init__(self, redis: Redis, ttl_seconds: int):
         self.redis = redis
         self.ttl = ttl_seconds
+        self._delete_owned = redis.register_script(_DELETE_OWNED)
 
     @staticmethod
     def content_id(X: np.ndarray, owner: str = "") -> str:
@@ -95,6 +118,12 @@ class DatasetStore:
         if owner is not None and (stored_owner or b"").decode() != owner:
             return None
         return npz_bytes_to_arrays(payload)["X"]
+
+    def delete(self, dataset_id: str, owner: str) -> int | None:
+        """Remove ``owner``'s dataset (its one key holds every byte of it); the number of bytes
+        removed, or ``None`` when it does not exist, has expired or is another tenant's."""
+        size = int(self._delete_owned(keys=[Keys.dataset(dataset_id)], args=[owner, "owner"]))
+        return None if size < 0 else size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,17 +293,60 @@ class JobStore:
         raw = self.redis.hget(Keys.job(job_id), "status")
         return None if raw is None else json.loads(raw)
 
-    def list(self, owner: str, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def list(self, owner: str, offset: int, limit: int, *, statuses: frozenset[str] = frozenset(),
+             algorithm: str | None = None, created_after: float | None = None,
+             created_before: float | None = None) -> tuple[list[dict[str, Any]], int]:
+        """``owner``'s jobs, newest first: a page of records and the number that match.
+
+        The creation-time bounds are a range of the owner's index (sorted by creation time);
+        ``statuses`` and ``algorithm`` are matched on each job of that range, read in batches
+        of :data:`LIST_BATCH` (so their cost grows with the jobs in the range, which their
+        lifetime bounds)."""
         key = Keys.owner_jobs(owner)
-        ids = [i.decode() for i in self.redis.zrevrange(key, offset, offset + limit - 1)]
-        total = self.redis.zcard(key)
+        high = "+inf" if created_before is None else f"({created_before!r}"
+        low = "-inf" if created_after is None else f"({created_after!r}"
+        if not statuses and algorithm is None:
+            ids = [i.decode() for i in
+                   self.redis.zrevrangebyscore(key, high, low, start=offset, num=limit)]
+            total = int(self.redis.zcount(key, low, high))
+            records, expired = self._records(ids)
+            self._forget(key, expired)
+            return records, total - len(expired)
+        wanted_status = {json.dumps(status) for status in statuses}
+        wanted_algorithm = None if algorithm is None else json.dumps(algorithm)
+        matched: list[str] = []
+        expired: list[str] = []
+        start = 0
+        while True:
+            batch = [i.decode() for i in
+                     self.redis.zrevrangebyscore(key, high, low, start=start, num=LIST_BATCH)]
+            if not batch:
+                break
+            start += len(batch)
+            with self.redis.pipeline(transaction=False) as pipe:
+                for job_id in batch:
+                    pipe.hmget(Keys.job(job_id), "status", "algorithm")
+                fields = pipe.execute()
+            for job_id, (status, name) in zip(batch, fields, strict=True):
+                if status is None:
+                    expired.append(job_id)
+                elif ((not wanted_status or status.decode() in wanted_status)
+                      and (wanted_algorithm is None or (name or b"").decode() == wanted_algorithm)):
+                    matched.append(job_id)
+        self._forget(key, expired)
+        records, gone = self._records(matched[offset:offset + limit])
+        return records, len(matched) - len(gone)
+
+    def _records(self, ids: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         records, expired = [], []
         for job_id in ids:
             record = self.get(job_id)
             (records if record else expired).append(record or job_id)
+        return records, expired
+
+    def _forget(self, key: str, expired: list[str]) -> None:
         if expired:
             self.redis.zrem(key, *expired)
-        return records, int(total) - len(expired)
 
     # -- results --------------------------------------------------------------------------------
     def put_result(self, job_id: str, result: dict[str, Any]) -> None:
@@ -298,22 +370,46 @@ class ModelStore:
     def __init__(self, redis: Redis, ttl_seconds: int):
         self.redis = redis
         self.ttl = ttl_seconds
+        self._delete_owned = redis.register_script(_DELETE_OWNED)
 
     def put(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], info: dict[str, Any],
-            *, provisional: bool = False) -> str:
-        """Store a model for ``self.ttl`` seconds, or with ``provisional`` for
+            *, provisional: bool = False, ttl_seconds: int | None = None) -> str:
+        """Store a model for ``ttl_seconds`` (default ``self.ttl``), or with ``provisional`` for
         ``PROVISIONAL_MODEL_SECONDS`` until the job's fenced step keeps it
         (``JobStore.transition(keep_model=...)``): a work horse killed by a cancel between the
-        two leaves no model behind for a month (5 of 19 cancels did)."""
+        two leaves no model behind for the model lifetime."""
+        return self.put_payload(meta, arrays_to_npz_bytes(arrays), info, provisional=provisional,
+                                ttl_seconds=ttl_seconds)
+
+    def put_payload(self, meta: dict[str, Any], payload: bytes, info: dict[str, Any], *,
+                    provisional: bool = False, ttl_seconds: int | None = None) -> str:
+        """:meth:`put` with the arrays already as ``.npz`` bytes (an imported export)."""
         model_id = new_id()
         key = Keys.model(model_id)
-        self.redis.hset(key, mapping={
-            "meta": json.dumps(meta),
-            "npz": arrays_to_npz_bytes(arrays),
-            "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
-        })
-        self.redis.expire(key, PROVISIONAL_MODEL_SECONDS if provisional else self.ttl)
+        ttl = PROVISIONAL_MODEL_SECONDS if provisional else (ttl_seconds or self.ttl)
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={
+                "meta": json.dumps(meta),
+                "npz": payload,
+                "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
+            })
+            pipe.expire(key, ttl)
+            pipe.execute()
         return model_id
+
+    def exists(self, model_id: str) -> bool:
+        return bool(self.redis.exists(Keys.model(model_id)))
+
+    def expires_in(self, model_id: str) -> int | None:
+        """Seconds the model has left (``None`` when it does not exist)."""
+        ttl = int(self.redis.ttl(Keys.model(model_id)))
+        return None if ttl == -2 else max(ttl, 0)
+
+    def delete_owned(self, model_id: str, owner: str) -> int | None:
+        """Remove ``owner``'s model; the bytes of its arrays removed, or ``None`` when it does
+        not exist, has expired or is another tenant's."""
+        size = int(self._delete_owned(keys=[Keys.model(model_id)], args=[owner, "info"]))
+        return None if size < 0 else size
 
     def delete(self, model_id: str) -> None:
         self.redis.delete(Keys.model(model_id))

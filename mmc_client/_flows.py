@@ -284,3 +284,16 @@ def export_model(model_id: str) -> Flow:
     with np.load(io.BytesIO(base64.b64decode(body["npz_base64"])), allow_pickle=False) as npz:
         arrays = {name: npz[name] for name in npz.files}
     return body["meta"], arrays
+
+
+def import_model(meta: dict[str, Any], arrays: dict[str, Any], ttl_seconds: int | None) -> Flow:
+    """``POST /v1/models`` with the export document rebuilt from ``(meta, arrays)``."""
+    import base64
+
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
+    body: dict[str, Any] = {"format": meta.get("format", ""), "meta": meta,
+                            "npz_base64": base64.b64encode(buffer.getvalue()).decode()}
+    if ttl_seconds is not None:
+        body["ttl_seconds"] = ttl_seconds
+    return (yield from request(Call("POST", "/v1/models", json=body))).json()

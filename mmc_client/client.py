@@ -67,10 +67,17 @@ class _Methods:
         """The job resource now: status, progress, timing, error."""
         return self._run(self._json(Call("GET", f"/v1/jobs/{job_id}")))
 
-    def jobs(self, offset: int = 0, limit: int = 20):
-        """A page of the caller's jobs, newest first."""
-        return self._run(self._json(Call("GET", "/v1/jobs",
-                                         params={"offset": offset, "limit": limit})))
+    def jobs(self, offset: int = 0, limit: int = 20, *, status: str | list[str] | None = None,
+             algorithm: str | None = None, created_after: str | None = None,
+             created_before: str | None = None):
+        """A page of the caller's jobs, newest first, optionally only those in ``status`` (one
+        or several), of ``algorithm``, or created between two ISO 8601 times."""
+        params: dict[str, Any] = {"offset": offset, "limit": limit}
+        filters = {"status": [status] if isinstance(status, str) else status,
+                   "algorithm": algorithm, "created_after": created_after,
+                   "created_before": created_before}
+        params.update({name: value for name, value in filters.items() if value is not None})
+        return self._run(self._json(Call("GET", "/v1/jobs", params=params)))
 
     def result(self, job_id: str):
         """:class:`Result` of a succeeded job (:class:`JobFailedError` otherwise)."""
@@ -91,6 +98,20 @@ class _Methods:
     def export_model(self, model_id: str):
         """``(meta, arrays)``: the portable model (JSON metadata and numpy arrays)."""
         return self._run(flows.export_model(model_id))
+
+    def import_model(self, meta: dict[str, Any], arrays: dict[str, Any], *,
+                     ttl_seconds: int | None = None):
+        """Store an exported model (``export_model``'s ``(meta, arrays)``, from this service or
+        another) as a new model of the caller; returns its resource, whose ``id`` predicts."""
+        return self._run(flows.import_model(meta, arrays, ttl_seconds))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Delete the caller's dataset now (:class:`MMCError` 404 if it is not there)."""
+        self._run(flows.request(Call("DELETE", f"/v1/datasets/{dataset_id}", ok=(204,))))
+
+    def delete_model(self, model_id: str) -> None:
+        """Delete the caller's model now; no API process predicts with it again."""
+        self._run(flows.request(Call("DELETE", f"/v1/models/{model_id}", ok=(204,))))
 
     def algorithms(self):
         """The algorithms with their parameter schemas and limits."""

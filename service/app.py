@@ -8,6 +8,7 @@ import logging
 import time
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from redis import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
@@ -26,7 +27,7 @@ from service.model_cache import ModelCache
 from service.problems import Problem, install_problem_handlers, send_problem
 from service.reference import mount_reference
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
-from service.schemas import PredictRequest, build_job_request_model
+from service.schemas import ModelImport, PredictRequest, build_job_request_model
 
 DESCRIPTION = """Maximum margin clustering as a service.
 
@@ -116,6 +117,10 @@ class MetricsMiddleware:
                                          time.perf_counter() - started)
 
 
+def operation_id(route: APIRoute) -> str:
+    return route.name
+
+
 def create_app(settings: Settings | None = None, redis: Redis | None = None) -> FastAPI:
     settings = settings or get_settings()
     app = FastAPI(
@@ -125,6 +130,9 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         openapi_url="/openapi.json",
         docs_url=None,  # served from the package by mount_reference, not from a CDN
         redoc_url=None,
+        # operationIds are the handlers' names (create_job, predict, ...), which generated
+        # clients use as function names, instead of name + path + method.
+        generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
     app.state.redis = redis or Redis.from_url(
@@ -158,7 +166,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     console.mount_static(app)
     mount_reference(app)
     # Bodies the routes parse themselves, and the problem document.
-    add_component_schemas(app, job_request, PredictRequest, Problem)
+    add_component_schemas(app, job_request, PredictRequest, ModelImport, Problem)
     app.add_middleware(MethodsMiddleware, router=app.router)
     app.add_middleware(AdmissionLimitMiddleware, max_requests=settings.max_concurrent_requests,
                        max_body_bytes=settings.max_body_bytes_in_flight,

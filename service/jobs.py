@@ -172,8 +172,10 @@ class JobService:
             record = self.stores.jobs.get(job_id) or record
         return record
 
-    def list(self, owner: str, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        return self.stores.jobs.list(owner, offset, limit)
+    def list(self, owner: str, offset: int, limit: int, **filters: Any
+             ) -> tuple[list[dict[str, Any]], int]:
+        """A page of ``owner``'s jobs, newest first (filters: :meth:`JobStore.list`)."""
+        return self.stores.jobs.list(owner, offset, limit, **filters)
 
     # -- cancel -----------------------------------------------------------------------------------
     def cancel(self, job_id: str, owner: str) -> dict[str, Any]:

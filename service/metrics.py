@@ -50,6 +50,11 @@ class Metrics:
     def job_created(self, algorithm: str) -> None:
         self._count([("mmc_jobs_created_total", (("algorithm", algorithm),), 1.0)])
 
+    def lifecycle(self, kind: str, action: str, stored_bytes: int) -> None:
+        labels = (("action", action), ("kind", kind))
+        self._count([("mmc_lifecycle_total", labels, 1.0),
+                     ("mmc_lifecycle_bytes_total", labels, float(stored_bytes))])
+
     def flush(self) -> None:
         with self._lock:
             deltas, self._deltas = self._deltas, defaultdict(float)

@@ -1,4 +1,7 @@
-"""In-process LRU cache of decoded models, so predict costs one numpy call, not a Redis decode."""
+"""In-process LRU cache of decoded models, so predict costs one numpy call, not a Redis decode.
+
+A hit still asks Redis whether the model exists (one ``EXISTS``): a model deleted through any
+API process, or expired, is never served from another process's cache."""
 
 from __future__ import annotations
 
@@ -23,10 +26,16 @@ class ModelCache:
     def get(self, model_id: str) -> tuple[Any, dict[str, Any]] | None:
         """``(estimator, info)`` or ``None`` when the model does not exist."""
         with self._lock:
-            if model_id in self._items:
-                self._items.move_to_end(model_id)
-                self.hits += 1
-                return self._items[model_id]
+            cached = self._items.get(model_id)
+        if cached is not None:
+            if self.store.exists(model_id):
+                with self._lock:
+                    if model_id in self._items:
+                        self._items.move_to_end(model_id)
+                    self.hits += 1
+                return cached
+            self.forget(model_id)
+            return None
         info = self.store.info(model_id)
         loaded = self.store.load(model_id)
         if info is None or loaded is None:
@@ -40,3 +49,7 @@ class ModelCache:
                 while len(self._items) > self.size:
                     self._items.popitem(last=False)
         return entry
+
+    def forget(self, model_id: str) -> None:
+        with self._lock:
+            self._items.pop(model_id, None)

@@ -155,17 +155,31 @@ class ModelResource(BaseModel):
     id: str
     algorithm: str
     estimator: str
-    job_id: str
+    job_id: str | None = Field(None, description="The job that trained it; null when imported.")
+    imported: bool = Field(False, description="Stored by POST /v1/models from an export.")
     input_kind: str
     n_features_in: int | None = None
     params: dict[str, Any]
     created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
+    expires_in_seconds: int | None = Field(None, description="Seconds until it is deleted.")
 
 
 class ModelExport(BaseModel):
     format: str
     meta: dict[str, Any]
     npz_base64: str = Field(description="The arrays as .npz bytes (load with allow_pickle=False).")
+
+
+class ModelImport(_Strict):
+    """An export (``GET /v1/models/{id}/export``, from this deployment or another) to store as a
+    new model of the caller."""
+
+    format: str
+    meta: dict[str, Any]
+    npz_base64: str = Field(description="The arrays as .npz bytes (no pickles).")
+    ttl_seconds: int | None = Field(
+        None, ge=60, description="Lifetime of the imported model; default and maximum "
+                                 "MMC_MODEL_TTL_SECONDS.")
 
 
 class PredictRequest(_Strict):

@@ -62,6 +62,28 @@ def test_predict_matches_the_exported_model(client, digits_3_8):
     np.testing.assert_array_equal(labels, local.predict(held_out))
 
 
+
+def test_an_imported_model_predicts_as_its_export_and_deletes_are_final(client, digits_3_8):
+    X, _ = digits_3_8
+    result = client.cluster(X[::3], "itersvr", random_state=0)
+    imported = client.import_model(*client.export_model(result.model_id), ttl_seconds=3600)
+    assert imported["imported"] is True and imported["id"] != result.model_id
+    np.testing.assert_array_equal(client.predict(imported["id"], X),
+                                  client.predict(result.model_id, X))
+    client.delete_model(imported["id"])
+    with pytest.raises(MMCError) as gone:
+        client.predict(imported["id"], X[:2])
+    assert gone.value.status == 404
+    dataset_id = client.upload(X[:20])
+    client.delete_dataset(dataset_id)
+    with pytest.raises(MMCError) as again:
+        client.delete_dataset(dataset_id)
+    assert again.value.status == 404
+    page = client.jobs(status=["succeeded"], algorithm="itersvr", limit=1000)
+    assert result.job["id"] in [job["id"] for job in page["items"]]
+    assert all(job["status"] == "succeeded" for job in page["items"])
+
+
 def test_a_bad_request_raises_with_the_problems_detail_and_fields(client):
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
     with pytest.raises(MMCError) as caught:

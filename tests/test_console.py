@@ -26,9 +26,14 @@ def test_home_page_is_server_rendered_with_the_upload_form_and_no_external_resou
     assert response.headers["content-type"].startswith("text/html")
     page = response.text
     assert 'id="upload-form"' in page and 'type="file"' in page
+    upload = page[page.index('id="upload-algorithm"'):]
+    upload = upload[:upload.index("</select>")]
     for name in ("itersvr", "cpm3c", "svc", "gmmc", "sdp_mmc"):
-        assert f'<option value="{name}"' in page
-    assert '<option value="m3n"' not in page  # sequences do not come as a CSV matrix
+        assert f'<option value="{name}"' in upload
+    assert '<option value="m3n"' not in upload  # sequences do not come as a CSV matrix
+    # The job list filters by status and by any algorithm.
+    listed = page[page.index('id="filter-algorithm"'):]
+    assert '<option value="m3n"' in listed and 'id="filter-status"' in page
     # Everything from this origin: no CDN, so the console works offline.
     assert not re.search(r'(src|href)="(https?:)?//', page)
     assert "script-src 'self'" in response.headers["content-security-policy"]
@@ -87,6 +92,13 @@ def test_console_uploads_a_csv_follows_the_job_and_shows_its_plot_and_labels(
         # The list refreshes itself: no reload until the job has succeeded.
         row.locator("[data-status='succeeded']").wait_for()
         assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+        # The filters ask the API again: a failed-jobs view leaves it out, an itersvr view keeps it.
+        page.select_option("#filter-status", "failed,canceled")
+        row.wait_for(state="detached")
+        page.select_option("#filter-status", "")
+        page.select_option("#filter-algorithm", "itersvr")
+        row.wait_for()
+        page.select_option("#filter-algorithm", "")
 
         row.locator("a").click()
         page.wait_for_url(f"**/ui/jobs/{job_id}")

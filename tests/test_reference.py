@@ -74,7 +74,7 @@ def test_swagger_ui_lists_and_expands_every_operation_offline(browser, service_u
                   block.locator(".opblock-summary-path").inner_text().strip().replace("\u200b", ""))
                  for block in page.locator(".opblock").all()}
         assert {(method, path) for method, path, _ in operations(service_url)} <= shown
-        create = page.locator("#operations-jobs-create_job_v1_jobs_post")
+        create = page.locator("#operations-jobs-create_job")
         create.locator(".opblock-summary").click()
         create.locator(".opblock-body").wait_for()
         body = create.locator(".opblock-body").inner_text()
@@ -87,6 +87,6 @@ def test_redoc_lists_every_operation_offline(browser, service_url, tmp_path):
         text = page.locator("body").inner_text()
         for _, _, summary in operations(service_url):
             assert summary in text, summary
-        create = page.locator("[data-section-id='operation/create_job_v1_jobs_post']")
+        create = page.locator("[data-section-id='operation/create_job']")
         create.scroll_into_view_if_needed()
         assert "/v1/jobs" in create.inner_text()

@@ -168,7 +168,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         load_started = time.perf_counter()
         X = stores.job_data(job_input, spec.input_kind)
         if X is None:
-            raise ValueError(f"dataset {job_input['dataset_id']} expired before the job ran")
+            raise ValueError(f"dataset {job_input['dataset_id']} was deleted or expired "
+                             "before the job ran")
         y = None if job_input.get("y") is None else np.asarray(job_input["y"], dtype=np.int64)
         load_seconds = time.perf_counter() - load_started
 

@@ -60,7 +60,8 @@ def page(request: Request, template: str, **context) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request):
-    return page(request, "home.html", algorithms=uploadable_algorithms())
+    return page(request, "home.html", algorithms=uploadable_algorithms(),
+                algorithm_names=list(REGISTRY))
 
 
 @router.get("/ui")

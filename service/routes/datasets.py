@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from pathlib import PurePath
 from typing import Annotated
 
@@ -12,6 +13,8 @@ from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
+
+log = logging.getLogger("service.audit")
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
@@ -77,7 +80,7 @@ def _kind_of_file_name(name: str) -> str | None:
 
 
 _LOCATION = {"Location": header("Path of the dataset, /v1/datasets/{id}.")}
-_LINKS = links("dataset_id", "$response.body#/id", "get_dataset_v1_datasets__dataset_id__get")
+_LINKS = links("dataset_id", "$response.body#/id", "get_dataset")
 
 
 @router.post("", status_code=201, response_model=DatasetResource, openapi_extra=_UPLOAD_BODY,
@@ -122,3 +125,19 @@ def get_dataset(dataset_id: DatasetIdPath, request: Request,
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
     return {**description, "created_at": iso_time(description["created_at"])}
+
+
+@router.delete("/{dataset_id}", status_code=204, response_class=Response,
+               responses={204: {"description": "Deleted: every stored byte of it is gone."},
+                          **problem_responses(404, 422)})
+def delete_dataset(dataset_id: DatasetIdPath, request: Request,
+                   caller: Annotated[str, Depends(owner)]):
+    """Delete the caller's dataset now, before its lifetime ends. A job that has not started
+    yet then fails, saying that its dataset was deleted; a finished job keeps its result and
+    model. A second delete, or another tenant's id, is a 404."""
+    removed = request.app.state.stores.datasets.delete(dataset_id, caller)
+    if removed is None:
+        raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
+    log.info("dataset deleted: tenant=%s id=%s bytes=%d", caller, dataset_id, removed)
+    request.app.state.metrics.lifecycle("dataset", "deleted", removed)
+    return Response(status_code=204)

@@ -16,6 +16,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                    dependencies=[Depends(api_key_header), Depends(bearer)])
 
 MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
+BYTES = "application/octet-stream"
 # A finished job's outputs never change; they expire with the job.
 CACHE_CONTROL = "private, max-age=3600"
 
@@ -48,11 +49,19 @@ def negotiate(accept: str) -> str:
     return "png" if ranks["png"] > ranks["svg"] else "svg"
 
 
+# Declared as bytes, so that generated clients return them instead of skipping the response.
+_BINARY = {"type": "string", "format": "binary"}
+
+
 @router.get(
     "/{job_id}/plot",
     response_class=Response,
-    responses={200: {"content": {"image/svg+xml": {}, "image/png": {}},
-                     "description": "The clustering as a picture."},
+    responses={200: {"content": {"image/svg+xml": {"schema": _BINARY},
+                                 "image/png": {"schema": _BINARY},
+                                 BYTES: {"schema": _BINARY}},
+                     "description": "The clustering as a picture; as application/octet-stream "
+                                    "(the format ?format= names, SVG by default) when the "
+                                    "Accept header asks for that alone."},
                **problem_responses(404, 409, 422)},
 )
 def get_plot(
@@ -77,8 +86,17 @@ def get_plot(
         images = draw_plot(request, job_id, record)
         stores.plots.put(job_id, images)
         image = images[fmt]
-    return Response(image, media_type=MEDIA_TYPES[fmt],
+    return Response(image, media_type=_media_type(fmt, request.headers.get("accept", "")),
                     headers={"Cache-Control": CACHE_CONTROL, "Vary": "Accept"})
+
+
+def _media_type(fmt: str, accept: str) -> str:
+    """The image's own media type, or ``application/octet-stream`` for a client that accepts
+    only that (as generated API clients do for a response of bytes)."""
+    media = {item.split(";")[0].strip().lower() for item in accept.split(",")}
+    if BYTES in media and not media & set(MEDIA_TYPES.values()):
+        return BYTES
+    return MEDIA_TYPES[fmt]
 
 
 def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str, bytes]:
@@ -115,7 +133,7 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
 @router.get(
     "/{job_id}/labels.csv",
     response_class=Response,
-    responses={200: {"content": {"text/csv": {}},
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}},
                      "description": "One line per point (per sequence for m3n)."},
                **problem_responses(404, 409, 422)},
 )

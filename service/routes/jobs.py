@@ -1,16 +1,19 @@
 # No ``from __future__ import annotations``: the request model is built at app creation and
 # FastAPI must see it as a real annotation of the handler.
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from algorithms.registry import algorithm_names
 from core.records import render_job
+from core.stores import JOB_STATUSES
 from service.deps import api_key_header, bearer, owner
 from service.json_body import json_body_openapi, parse_model, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
-from service.problems import ProblemError, header, links, problem_responses
+from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
 
 # Six points in two groups, for the examples: small enough to read, valid for every method.
@@ -45,6 +48,33 @@ JOB_EXAMPLES = {
 }
 
 
+def job_status_filter(values: list[str] | None) -> frozenset[str]:
+    """``?status=`` values, repeated or comma-separated; an unknown status is a 422."""
+    statuses = frozenset(part.strip() for value in values or () for part in value.split(",")
+                         if part.strip())
+    unknown = sorted(statuses - set(JOB_STATUSES))
+    if unknown:
+        raise field_error(422, "query.status", f"unknown status {', '.join(unknown)}; one of "
+                          f"{', '.join(JOB_STATUSES)}", "enum")
+    return statuses
+
+
+def algorithm_filter(name: str | None) -> str | None:
+    if name is not None and name not in algorithm_names():
+        raise field_error(422, "query.algorithm", f"unknown algorithm {name!r}; one of "
+                          f"{', '.join(algorithm_names())}", "enum")
+    return name
+
+
+def epoch(moment: datetime | None) -> float | None:
+    """Seconds since the epoch; a time without a zone is taken as UTC."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 def build_router(job_request: type[BaseModel]) -> APIRouter:
     router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                        dependencies=[Depends(api_key_header), Depends(bearer)])
@@ -54,9 +84,9 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                  responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
                                                  "job it created).",
                                   "links": links("job_id", "$response.body#/id",
-                                                 "get_job_v1_jobs__job_id__get",
-                                                 "cancel_job_v1_jobs__job_id__delete",
-                                                 "get_result_v1_jobs__job_id__result_get"),
+                                                 "get_job",
+                                                 "cancel_job",
+                                                 "get_result"),
                                   "headers": {
                      "Location": header("Path of the job, /v1/jobs/{id}."),
                      "Idempotent-Replayed": header("'true' when an earlier request with this "
@@ -90,10 +120,23 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         caller: Annotated[str, Depends(owner)],
         offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+        status: Annotated[list[str] | None, Query(
+            description="Only jobs in these statuses: repeat the parameter or separate them "
+                        "by commas (status=queued,running).")] = None,
+        algorithm: Annotated[str | None, Query(description="Only jobs of this algorithm.")
+                             ] = None,
+        created_after: Annotated[datetime | None, Query(
+            description="Only jobs created (queued_at) after this ISO 8601 time; UTC when it "
+                        "names no zone.")] = None,
+        created_before: Annotated[datetime | None, Query(
+            description="Only jobs created before this ISO 8601 time.")] = None,
     ):
-        """The caller's jobs, newest first."""
+        """The caller's jobs, newest first; ``total`` counts those that match the filters."""
         limit = min(limit, request.app.state.settings.page_size_max)
-        records, total = request.app.state.jobs.list(caller, offset, limit)
+        records, total = request.app.state.jobs.list(
+            caller, offset, limit, statuses=job_status_filter(status),
+            algorithm=algorithm_filter(algorithm), created_after=epoch(created_after),
+            created_before=epoch(created_before))
         return {"items": [render_job(r) for r in records], "total": total,
                 "offset": offset, "limit": limit}
 
@@ -123,9 +166,9 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
 
     @router.get("/{job_id}/result", response_model=JobResult, responses={
         200: {"description": "The result.", "links": links(
-            "model_id", "$response.body#/model_id", "get_model_v1_models__model_id__get",
-            "export_model_v1_models__model_id__export_get",
-            "predict_v1_models__model_id__predict_post")},
+            "model_id", "$response.body#/model_id", "get_model",
+            "export_model",
+            "predict")},
         **problem_responses(404, 409, 422)})
     def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""

@@ -1,18 +1,29 @@
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from core.records import iso_time
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
 from service.json_body import json_body_openapi, parse_model, read_json_payload
-from service.problems import ProblemError, field_error, problem_responses
-from service.schemas import ModelExport, ModelIdPath, ModelResource, PredictRequest, PredictResponse
+from service.model_import import DECODED_BYTES_PER_BODY_BYTE, decode_arrays, model_info, rebuild
+from service.problems import ProblemError, field_error, header, problem_responses
+from service.schemas import (
+    ModelExport,
+    ModelIdPath,
+    ModelImport,
+    ModelResource,
+    PredictRequest,
+    PredictResponse,
+)
+
+log = logging.getLogger("service.audit")
 
 router = APIRouter(prefix="/v1/models", tags=["models"],
                    dependencies=[Depends(api_key_header), Depends(bearer), Depends(owner)])
@@ -28,12 +39,73 @@ def _as_list(values):
     return [_as_list(v) for v in values]
 
 
+def _resource(info: dict, expires_in: int | None) -> dict:
+    return {**info, "created_at": iso_time(info.get("created_at")),
+            "expires_in_seconds": expires_in}
+
+
 @router.get("/{model_id}", response_model=ModelResource, responses=problem_responses(404, 422))
 def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
-    info = request.app.state.stores.models.info(model_id, caller)
+    models = request.app.state.stores.models
+    info = models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
-    return {**info, "created_at": iso_time(info.get("created_at"))}
+    return _resource(info, models.expires_in(model_id))
+
+
+@router.post("", status_code=201, response_model=ModelResource,
+             responses={201: {"description": "Stored as a new model of the caller.",
+                              "headers": {"Location": header("Path of the new model.")}},
+                        **problem_responses(413, 415, 422)},
+             openapi_extra=json_body_openapi(ModelImport))
+async def import_model(request: Request, response: Response,
+                       caller: Annotated[str, Depends(owner)]):
+    """Store a model exported by ``GET /v1/models/{id}/export`` (here or on another
+    deployment) as a new model of the caller; its predictions equal the original's. The
+    export is checked as strictly as any input: no pickles, numeric and finite arrays, a
+    registered estimator that rebuilds and labels a point. ``ttl_seconds`` may shorten its
+    lifetime (default and maximum ``MMC_MODEL_TTL_SECONDS``)."""
+    payload = await read_json_payload(request)
+    body = await run_in_threadpool(parse_model, payload, ModelImport, ())
+    del payload
+    info = await run_in_threadpool(_import, body, request, caller)
+    response.headers["Location"] = f"/v1/models/{info['id']}"
+    return info
+
+
+def _import(body: ModelImport, request: Request, caller: str) -> dict:
+    settings = request.app.state.settings
+    if body.ttl_seconds is not None and body.ttl_seconds > settings.model_ttl_seconds:
+        raise field_error(422, "body.ttl_seconds", f"exceeds MMC_MODEL_TTL_SECONDS="
+                          f"{settings.model_ttl_seconds}", "less_than_equal")
+    npz, arrays = decode_arrays(body.npz_base64,
+                                DECODED_BYTES_PER_BODY_BYTE * settings.max_body_bytes)
+    estimator, spec = rebuild(body, arrays)
+    info = model_info(spec, estimator, body, caller)
+    models = request.app.state.stores.models
+    ttl = body.ttl_seconds or settings.model_ttl_seconds
+    model_id = models.put_payload(body.meta, npz, info, ttl_seconds=ttl)
+    log.info("model imported: tenant=%s id=%s algorithm=%s bytes=%d", caller, model_id,
+             spec.name, len(npz))
+    request.app.state.metrics.lifecycle("model", "imported", len(npz))
+    return _resource(models.info(model_id), ttl)
+
+
+@router.delete("/{model_id}", status_code=204, response_class=Response,
+               responses={204: {"description": "Deleted: no API process predicts with it "
+                                              "again."},
+                          **problem_responses(404, 422)})
+def delete_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+    """Delete the caller's model now, before its lifetime ends. Every API process stops
+    predicting with it (each checks that a cached model still exists). The job that trained
+    it keeps its result. A second delete, or another tenant's id, is a 404."""
+    removed = request.app.state.stores.models.delete_owned(model_id, caller)
+    if removed is None:
+        raise ProblemError(404, f"model {model_id} does not exist or has expired")
+    request.app.state.model_cache.forget(model_id)
+    log.info("model deleted: tenant=%s id=%s bytes=%d", caller, model_id, removed)
+    request.app.state.metrics.lifecycle("model", "deleted", removed)
+    return Response(status_code=204)
 
 
 @router.get("/{model_id}/export", response_model=ModelExport,

@@ -122,7 +122,12 @@ function homePage() {
     clearTimeout(timer);
     let anyActive = false;
     try {
-      const page = await (await api("/v1/jobs?limit=50")).json();
+      const query = new URLSearchParams({ limit: "50" });
+      for (const name of ["status", "algorithm"]) {
+        const value = document.getElementById(`filter-${name}`).value;
+        if (value) query.set(name, value);
+      }
+      const page = await (await api(`/v1/jobs?${query}`)).json();
       document.getElementById("jobs-total").textContent = `(${page.total})`;
       rows.replaceChildren(...page.items.map((job) => {
         anyActive ||= !FINAL.has(job.status);
@@ -136,7 +141,9 @@ function homePage() {
           el("td", {}, seconds(job.timing.fit_seconds)));
       }));
       if (!page.items.length) {
-        rows.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty" }, "no jobs yet")));
+        const filtered = document.getElementById("jobs-filter").querySelector("select option:checked:not([value=''])");
+        rows.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty" },
+          filtered ? "no job matches these filters" : "no jobs yet")));
       }
     } catch (error) {
       rows.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty error" },
@@ -144,6 +151,10 @@ function homePage() {
     }
     // Live while something runs; a slow heartbeat otherwise, for jobs started elsewhere.
     timer = setTimeout(refresh, anyActive ? 700 : 5000);
+  }
+
+  for (const name of ["status", "algorithm"]) {
+    document.getElementById(`filter-${name}`).addEventListener("change", refresh);
   }
 
   const algorithm = document.getElementById("upload-algorithm");
