@@ -62,7 +62,7 @@ def test_compose_commands_exist():
         assert args.command == "worker" and args.queues == [queue]
 
 
-@pytest.mark.parametrize("needle", ["FROM python:3.11-slim AS build", "USER mmc",
+@pytest.mark.parametrize("needle", ["FROM python:3.11-slim AS build", "USER 10001",
                                     "COPY --from=build /opt/venv /opt/venv", "HEALTHCHECK"])
 def test_dockerfile_builds_a_slim_non_root_image(needle):
     assert needle in (ROOT / "Dockerfile").read_text()
