@@ -1,8 +1,8 @@
-"""Job metrics in Redis: counters and histograms that every API process and every worker adds
-to one hash (``mmc:metrics``), so a scrape of any API process reports the same totals.
-
-Workers add job outcomes, fit seconds, lost jobs and webhook deliveries directly (rare events);
-the API's request counters (:mod:`service.metrics`) are flushed into the same hash.
+"""Job metrics in Redis: counters and histograms that every worker adds to one hash
+(``mmc:metrics``), so a scrape of any API process reports the deployment's totals
+(:mod:`service.metrics`). Workers serve no HTTP: job outcomes, fit seconds, lost jobs and webhook
+deliveries (rare events) go to Redis as they happen. The API's own request metrics are
+``prometheus_client``'s, per process.
 """
 
 from __future__ import annotations
@@ -18,22 +18,14 @@ log = logging.getLogger(__name__)
 REDIS_KEY = "mmc:metrics"
 FIT_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
-# Every family the service exports, API's and workers' alike: name -> (type, help);
-# histograms are stored as their _bucket/_count/_sum series.
+# The families the workers add to the hash: name -> (type, help); histograms are stored as
+# their _bucket/_count/_sum series.
 FAMILIES = {
-    "mmc_http_requests_total": ("counter", "HTTP requests by method, route and status."),
-    "mmc_http_request_seconds": ("histogram", "Request latency by route."),
-    "mmc_jobs_created_total": ("counter", "Jobs accepted by algorithm."),
     "mmc_jobs_finished_total": ("counter", "Jobs that reached a final status, by algorithm and "
                                            "outcome (succeeded, failed, canceled)."),
     "mmc_job_fit_seconds": ("histogram", "Fit time of succeeded jobs by algorithm."),
     "mmc_jobs_lost_total": ("counter", "Jobs whose worker died, by algorithm and action "
                                        "(requeued, failed)."),
-    "mmc_lifecycle_total": ("counter", "Datasets and models deleted or imported by their "
-                                       "tenant, by kind (dataset, model) and action (deleted, "
-                                       "imported)."),
-    "mmc_lifecycle_bytes_total": ("counter", "Stored bytes those deletes removed and those "
-                                             "imports added, by kind and action."),
     "mmc_webhook_deliveries_total": ("counter", "Job callbacks by outcome (delivered, failed "
                                                 "after every attempt, refused by the SSRF guard, "
                                                 "no_secret for the tenant)."),

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -87,6 +88,10 @@ def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
                "--host", host, "--port", str(port), "--log-level", "warning", "--no-access-log"]
     if workers > 1:
         command += ["--workers", str(workers)]
+        if not env.get("PROMETHEUS_MULTIPROC_DIR"):
+            # The processes' metrics go to files here, so that a scrape of any one reports
+            # their sum (service.metrics).
+            env = {**env, "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="mmc-metrics-")}
     return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
                             stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
                             start_new_session=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 
 from fastapi import FastAPI
@@ -22,7 +23,7 @@ from service.jobs import JobService
 from service.json_body import add_component_schemas
 from service.limits import AdmissionLimitMiddleware
 from service.methods import MethodsMiddleware
-from service.metrics import Metrics
+from service.metrics import MULTIPROCESS_DIRECTORY, Metrics
 from service.model_cache import ModelCache
 from service.problems import Problem, install_problem_handlers, send_problem
 from service.reference import mount_reference
@@ -149,6 +150,8 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.state.jobs = JobService(app.state.redis, settings)
     app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
     app.state.metrics = Metrics(app.state.redis)
+    if os.environ.get(MULTIPROCESS_DIRECTORY):  # the pod's processes write their metrics here
+        os.makedirs(os.environ[MULTIPROCESS_DIRECTORY], exist_ok=True)
 
     # The objects of the imported libraries live as long as the process: keep them out of the
     # cyclic collector's full passes, which otherwise stall the event loop ~100 ms while a large

@@ -1,124 +1,124 @@
-"""The API process's request metrics and the Prometheus text exposition of ``GET /metrics``.
+"""``GET /metrics``: the API process's own metrics and the deployment's, in Prometheus's format
+(written by ``prometheus_client``).
 
-An API process counts requests locally (no Redis call on the request path) and a daemon thread
-adds the deltas to the shared hash of :mod:`core.metrics` every second; a scrape first flushes
-its own process. Queue depths and worker counts are read from Redis at scrape time.
+- **This process's** requests, latencies, jobs created, deletes and imports, and model-cache hits
+  are ``prometheus_client`` counters and histograms. Where one pod (or ``mmc serve``) runs several
+  uvicorn processes, ``PROMETHEUS_MULTIPROC_DIR`` names a directory they share (``processes.
+  start_api`` sets one), and a scrape of any of them reports their sum
+  (``prometheus_client``'s multiprocess mode). Prometheus sums over pods.
+- **The deployment's** job outcomes, fit seconds, lost jobs and webhook deliveries, which the
+  workers add to one Redis hash (:mod:`core.metrics`), and the queue depths, workers per queue and
+  process restarts, are read from Redis at scrape time: every API pod reports the same values, so
+  queries take their ``max`` over pods (docs/kubernetes.md).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
+import os
 from collections import defaultdict
 
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from redis import Redis
 from redis.exceptions import RedisError
 
-from core.metrics import FAMILIES, REDIS_KEY, Labels, add_deltas, histogram_deltas
+from core.metrics import FAMILIES, REDIS_KEY
 
-log = logging.getLogger(__name__)
-
-FLUSH_SECONDS = 1.0
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+MULTIPROCESS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR"
+
+# This process's metrics (files in PROMETHEUS_MULTIPROC_DIR when it is set).
+_PROCESS = CollectorRegistry(auto_describe=True)
+REQUESTS = Counter("mmc_http_requests", "HTTP requests by method, route and status.",
+                   ["method", "route", "status"], registry=_PROCESS)
+REQUEST_SECONDS = Histogram("mmc_http_request_seconds", "Request latency by route.", ["route"],
+                            buckets=REQUEST_BUCKETS, registry=_PROCESS)
+JOBS_CREATED = Counter("mmc_jobs_created", "Jobs accepted by algorithm.", ["algorithm"],
+                       registry=_PROCESS)
+LIFECYCLE = Counter("mmc_lifecycle", "Datasets and models deleted or imported by their tenant, "
+                    "by kind (dataset, model) and action (deleted, imported).",
+                    ["kind", "action"], registry=_PROCESS)
+LIFECYCLE_BYTES = Counter("mmc_lifecycle_bytes", "Stored bytes those deletes removed and those "
+                          "imports added, by kind and action.", ["kind", "action"],
+                          registry=_PROCESS)
+MODEL_CACHE = Counter("mmc_model_cache", "Predict-cache lookups of decoded models, by result "
+                      "(hit, miss).", ["result"], registry=_PROCESS)
 
 
 class Metrics:
-    """One API process's counters: deltas kept locally and flushed to Redis."""
+    """What the API's routes count, and the scrape."""
 
     def __init__(self, redis: Redis):
         self.redis = redis
-        self._lock = threading.Lock()
-        self._deltas: dict[tuple[str, Labels], float] = defaultdict(float)
-        self._flusher: threading.Thread | None = None
-
-    def _count(self, deltas) -> None:
-        with self._lock:
-            for name, labels, amount in deltas:
-                self._deltas[(name, labels)] += amount
-        if self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_forever, name="metrics-flush",
-                                             daemon=True)
-            self._flusher.start()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        self._count([("mmc_http_requests_total", (("method", method), ("route", route),
-                                                  ("status", str(status))), 1.0),
-                     *histogram_deltas("mmc_http_request_seconds", {"route": route}, seconds,
-                                       REQUEST_BUCKETS)])
+        REQUESTS.labels(method, route, str(status)).inc()
+        REQUEST_SECONDS.labels(route).observe(seconds)
 
     def job_created(self, algorithm: str) -> None:
-        self._count([("mmc_jobs_created_total", (("algorithm", algorithm),), 1.0)])
+        JOBS_CREATED.labels(algorithm).inc()
 
     def lifecycle(self, kind: str, action: str, stored_bytes: int) -> None:
-        labels = (("action", action), ("kind", kind))
-        self._count([("mmc_lifecycle_total", labels, 1.0),
-                     ("mmc_lifecycle_bytes_total", labels, float(stored_bytes))])
+        LIFECYCLE.labels(kind, action).inc()
+        LIFECYCLE_BYTES.labels(kind, action).inc(stored_bytes)
 
-    def flush(self) -> None:
-        with self._lock:
-            deltas, self._deltas = self._deltas, defaultdict(float)
-        if not deltas:
-            return
+    @staticmethod
+    def model_cache(hit: bool) -> None:
+        MODEL_CACHE.labels("hit" if hit else "miss").inc()
+
+    def render(self, gauges: dict[str, list[tuple[dict[str, str], float]]]) -> bytes:
+        """The exposition: this process's (or its pod's) metrics, the deployment's totals from
+        Redis, and the scrape-time ``gauges``."""
+        directory = os.environ.get(MULTIPROCESS_DIRECTORY)
+        if directory:
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry, path=directory)
+        else:
+            registry = CollectorRegistry()
+            registry.register(_ProcessCollector())
+        registry.register(_DeploymentCollector(self.redis, gauges))
+        return generate_latest(registry)
+
+
+class _ProcessCollector:
+    def collect(self):
+        yield from _PROCESS.collect()
+
+
+class _DeploymentCollector:
+    """The workers' counters and histograms from the Redis hash, and the scrape's gauges."""
+
+    def __init__(self, redis: Redis, gauges: dict[str, list[tuple[dict[str, str], float]]]):
+        self.redis = redis
+        self.gauges = gauges
+
+    def collect(self):
+        series: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
         try:
-            add_deltas(self.redis, [(name, labels, amount)
-                                    for (name, labels), amount in deltas.items()])
-        except RedisError:
-            with self._lock:  # keep them for the next flush
-                for key, amount in deltas.items():
-                    self._deltas[key] += amount
-            raise
-
-    def _flush_forever(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(FLUSH_SECONDS):
-            try:
-                self.flush()
-            except RedisError as exc:
-                log.debug("metrics not flushed: %s", exc)
-
-    def render(self, gauges: dict[str, list[tuple[dict[str, str], float]]]) -> str:
-        """Every process's totals (after flushing this one's) plus the scrape-time gauges."""
-        series: dict[str, list[tuple[Labels, float]]] = defaultdict(list)
-        try:
-            self.flush()
             for field, value in self.redis.hgetall(REDIS_KEY).items():
                 name, labels = json.loads(field)
-                series[name].append((tuple(tuple(pair) for pair in labels), float(value)))
+                series[name].append(({k: v for k, v in labels}, float(value)))
         except RedisError:
             pass  # mmc_redis_up says so
-        lines = []
         for family, (kind, text) in FAMILIES.items():
-            lines += [f"# HELP {family} {text}", f"# TYPE {family} {kind}"]
+            metric = Metric(family.removesuffix("_total"), text, kind)
             names = ([f"{family}_bucket", f"{family}_count", f"{family}_sum"]
                      if kind == "histogram" else [family])
             for name in names:
                 for labels, value in sorted(series.get(name, []), key=_bucket_order):
-                    lines.append(f"{name}{_labels(labels)} {_number(value)}")
-        for name, samples in gauges.items():
-            lines.append(f"# TYPE {name} gauge")
+                    metric.add_sample(name, labels, value)
+            yield metric
+        for name, samples in self.gauges.items():
+            metric = Metric(name, f"{name} at scrape time.", "gauge")
             for labels, value in samples:
-                lines.append(f"{name}{_labels(tuple(labels.items()))} {_number(value)}")
-        return "\n".join(lines) + "\n"
+                metric.add_sample(name, labels, value)
+            yield metric
 
 
-def _bucket_order(item: tuple[Labels, float]):
+def _bucket_order(item: tuple[dict[str, str], float]):
     labels = dict(item[0])
     le = labels.pop("le", None)
     bound = float("inf") if le == "+Inf" else float(le) if le is not None else 0.0
     return sorted(labels.items()), bound
-
-
-def _labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-    return "{" + inner + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 from rq import Worker
 
@@ -64,8 +65,8 @@ def metrics(request: Request):
             for name, count in sorted(redis.hgetall(Keys.process_restarts()).items())]
     except RedisError:
         gauges["mmc_redis_up"] = [({}, 0.0)]
+    # Deprecated (this process only): mmc_model_cache_total{result="hit"|"miss"} replaces them.
     cache = state.model_cache
     gauges["mmc_model_cache_hits"] = [({}, float(cache.hits))]
     gauges["mmc_model_cache_misses"] = [({}, float(cache.misses))]
-    return PlainTextResponse(state.metrics.render(gauges),
-                             media_type="text/plain; version=0.0.4")
+    return Response(state.metrics.render(gauges), media_type=CONTENT_TYPE_LATEST)
