@@ -17,7 +17,8 @@ from sklearn.datasets import make_blobs
 
 from algorithms.m3n import sample_switching_hmm
 from core.keys import Keys
-from tests.conftest import TENANT_KEYS
+from service.model_import import DECODED_BYTES_PER_BODY_BYTE
+from tests.conftest import TENANT_KEYS, TEST_MAX_BODY_BYTES
 from tests.hardening import Deployment, SharedApi
 from tests.helpers import FINAL_STATUSES, run_job
 
@@ -193,10 +194,12 @@ def _npz_base64(**arrays) -> str:
 
 
 def _bomb() -> str:
-    """A small archive whose one member claims to unpack into 1 GiB."""
+    """A small archive whose one member unpacks past the bound of the test deployment
+    (4 x its MMC_MAX_BODY_BYTES)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("X.npy", b"\0" * (1 << 30))
+        archive.writestr("X.npy", b"\0" * (DECODED_BYTES_PER_BODY_BYTE * TEST_MAX_BODY_BYTES
+                                          + (1 << 20)))
     return base64.b64encode(buffer.getvalue()).decode()
 
 
