@@ -11,7 +11,7 @@ from rq.job import Callback
 
 from algorithms.registry import get_spec
 from core import metrics
-from core.queues import ON_JOB_FAILURE, RUN_JOB, get_queue
+from core.queues import IN_PROCESS, IN_PROCESS_VALUES_PER_POINT, ON_JOB_FAILURE, RUN_JOB, get_queue
 from core.settings import Settings
 from core.stores import Stores
 from core.webhooks import schedule
@@ -24,7 +24,21 @@ def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=N
         RUN_JOB, args=(record["id"],), job_id=record["rq_job_id"],
         timeout=record["timeout_seconds"], result_ttl=600, failure_ttl=settings.job_ttl_seconds,
         on_failure=Callback(ON_JOB_FAILURE), pipeline=pipeline,
+        meta={IN_PROCESS: True} if runs_in_process(record, settings) else None,
     )
+
+
+def runs_in_process(record: dict[str, Any], settings: Settings) -> bool:
+    """Whether a job is small enough to run in its worker without a forked work horse: a
+    fast-queue job on points (not sequences) with at most ``MMC_IN_PROCESS_MAX_SAMPLES`` of
+    them. Its fit takes milliseconds to a second and a few MB, where the fork, the horse's
+    Redis connection and its exit cost tens of milliseconds; a horse's memory cap and kill on
+    cancel protect larger jobs, which keep it (worker.main.Worker)."""
+    n_samples, n_features = record.get("n_samples"), record.get("n_features")
+    limit = settings.in_process_max_samples
+    return (record.get("queue") == "fast" and n_features is not None and n_samples is not None
+            and n_samples <= limit
+            and n_samples * n_features <= limit * IN_PROCESS_VALUES_PER_POINT)
 
 
 def record_id(rq_job_id: str) -> str:

@@ -16,6 +16,11 @@ ON_JOB_FAILURE = "worker.tasks.on_failure"
 # Webhook deliveries: served by every worker after its job queues (see worker.main).
 WEBHOOK_QUEUE = "webhooks"
 DELIVER_EVENT = "worker.deliveries.deliver_event"
+# RQ job meta flag: run this job in the worker itself, without forking a work horse.
+IN_PROCESS = "in_process"
+# A job in process holds at most this many values per point on average (with
+# MMC_IN_PROCESS_MAX_SAMPLES points), so its data and kernel stay within a few MB.
+IN_PROCESS_VALUES_PER_POINT = 20
 
 
 def get_queue(name: str, connection: Redis) -> Queue:

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(
         30, ge=1, description="A running job whose worker is silent this long is lost."
     )
+    in_process_max_samples: int = Field(
+        500, ge=0, description="A fast-queue job on at most this many points (and 20 values per "
+                               "point) runs in its worker, without forking a work horse; 0: "
+                               "every job forks.")
     job_memory_mb: int | None = Field(
         None, ge=0, description="Memory a job may allocate beyond its worker's own (0: no cap; "
                                 "default: 3/4 of the machine's memory over its workers)."

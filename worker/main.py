@@ -10,13 +10,14 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import sklearn
 from redis import Redis
-from rq import Worker
+from rq import Worker as ForkingWorker
+from rq.worker import WorkerStatus
 
 from algorithms.dual_qp import compiled_smo
 from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
 from algorithms.registry import get_spec, import_estimators
 from core.jobs import lost_job, record_id
-from core.queues import QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
+from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
 from worker.sweeper import Sweeper
 
@@ -29,6 +30,43 @@ def horse_killed(job, retpid, ret_val, rusage) -> None:
     lost_job(job.connection, get_settings(), record_id(job.id),
              f"the worker process running the job was killed ({signal_name}) before it finished",
              expected_rq_id=job.id)
+
+
+class Worker(ForkingWorker):
+    """RQ's worker, which runs each job in a work horse forked for it, except the small jobs
+    that the API marks ``in_process`` (:func:`core.jobs.runs_in_process`): those run in the
+    worker itself, as RQ's ``SimpleWorker`` runs every job.
+
+    A small job keeps what matters of a horse's isolation: its exceptions, its timeout (SIGALRM)
+    and a cancel (noticed at its next progress report) end that job alone, and its data is too
+    small for a memory cap to matter; if it crashes the process, the worker's death is a lost
+    job like any other (the sweepers re-queue or fail it) and its supervisor restarts it."""
+
+    _in_process = False
+
+    def execute_job(self, job, queue):
+        if not job.meta.get(IN_PROCESS):
+            return super().execute_job(job, queue)
+        execution = self.prepare_execution(job)
+        self._in_process = True
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            self._in_process = False
+        self.set_state(WorkerStatus.IDLE)
+        return None
+
+    def kill_horse(self, sig=None):
+        if self._in_process:
+            return  # no horse: killing "its" process group would kill the worker
+        if sig is None:
+            return super().kill_horse()
+        return super().kill_horse(sig)
+
+    def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
+        if self._in_process:  # nothing renews it while the job runs: cover the job's timeout
+            return int(job.timeout or 180) + 60
+        return super().get_heartbeat_ttl(job, working_time)
 
 
 def warm_up_fit() -> None:

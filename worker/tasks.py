@@ -25,6 +25,7 @@ from algorithms.registry import get_spec
 from core.jobs import lost_job, record_id
 from core.keys import Keys
 from core.metrics import job_finished
+from core.queues import IN_PROCESS
 from core.settings import get_settings
 from core.stores import Stores
 from core.webhooks import schedule
@@ -76,7 +77,8 @@ def run_job(job_id: str) -> str:
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
     heartbeat.start()  # first: its thread's stack is the worker's, not the job's, memory
     # Only in a work horse: the cap must not outlive the job in a process that runs others.
-    cap = memory.apply_cap(job_memory_mb(settings)) if current is not None else None
+    in_horse = current is not None and not current.meta.get(IN_PROCESS)
+    cap = memory.apply_cap(job_memory_mb(settings)) if in_horse else None
     try:
         status = _run(stores, job_id, record, fence, cap)
     finally:
