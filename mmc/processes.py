@@ -86,15 +86,19 @@ def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
     API keeps its state in Redis, so any process can answer any request)."""
     command = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app",
                "--host", host, "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    metrics_directory = None
     if workers > 1:
         command += ["--workers", str(workers)]
         if not env.get("PROMETHEUS_MULTIPROC_DIR"):
             # The processes' metrics go to files here, so that a scrape of any one reports
-            # their sum (service.metrics).
-            env = {**env, "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="mmc-metrics-")}
-    return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
-                            start_new_session=True)
+            # their sum (service.metrics); removed by stop().
+            metrics_directory = tempfile.mkdtemp(prefix="mmc-metrics-")
+            env = {**env, "PROMETHEUS_MULTIPROC_DIR": metrics_directory}
+    process = subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
+                               stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
+                               start_new_session=True)
+    process.metrics_directory = metrics_directory  # type: ignore[attr-defined]
+    return process
 
 
 def wait_ready(base_url: str, timeout: float = 30.0, processes=()) -> None:
@@ -119,12 +123,19 @@ def wait_ready(base_url: str, timeout: float = 30.0, processes=()) -> None:
 
 
 def stop(process: subprocess.Popen, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if it lingers."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    """SIGTERM, then SIGKILL if it lingers; then remove the metrics directory start_api made."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    remove_metrics_directory(process)
+
+
+def remove_metrics_directory(process: subprocess.Popen) -> None:
+    """Remove the metrics directory :func:`start_api` made for ``process``, once it has ended."""
+    directory = getattr(process, "metrics_directory", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)

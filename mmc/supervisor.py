@@ -24,6 +24,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from core.keys import Keys
+from mmc.processes import remove_metrics_directory
 
 # Hash of restart counts by child name; read by GET /metrics.
 RESTARTS_KEY = Keys.process_restarts()
@@ -142,6 +143,8 @@ class Supervisor:
             f"{self.max_quick_crashes})")
 
     def _restart(self, child: Child) -> None:
+        if child.process is not None:  # the ended process's metrics go with it
+            remove_metrics_directory(child.process)
         child.restart_at = None
         child.restarts += 1
         started = time.monotonic()
@@ -218,6 +221,7 @@ class Supervisor:
             process.wait()
         for child in children:
             kill_group(child.process)  # leftovers in the child's session
+            remove_metrics_directory(child.process)
 
 
 def _wait_all(processes: list[subprocess.Popen], deadline: float) -> list[subprocess.Popen]:
