@@ -77,8 +77,10 @@ def test_queue_and_limit_follow_the_spec_rules():
 
 
 def test_api_keys_guard_v1_and_scope_jobs_to_their_key(redis_url):
-    app = create_app(Settings(redis_url=redis_url, api_keys="alpha,beta"),
-                     redis=Redis.from_url(redis_url))
+    # A database no worker serves: the job stays queued until the test cancels it (a worker
+    # would finish a 20-point job in milliseconds).
+    idle = redis_url.rsplit("/", 1)[0] + "/15"
+    app = create_app(Settings(redis_url=idle, api_keys="alpha,beta"), redis=Redis.from_url(idle))
     X, _ = make_blobs(n_samples=20, centers=2, random_state=0)
     payload = {"algorithm": {"name": "itersvr"}, "data": {"X": X.tolist()}}
     with TestClient(app) as client:
