@@ -136,6 +136,18 @@ def per_job_breakdown(client: httpx.Client, ids: list[str], worker_seconds: floa
             "outside the run": 1000 * (per_job - run), "worker time per job": 1000 * per_job}
 
 
+def predict_latencies(client: httpx.Client, model_id: str, body: dict, count: int
+                      ) -> list[float]:
+    """Milliseconds of ``count`` predicts of ``body`` on a model, one after another."""
+    latencies = []
+    for _ in range(count):
+        started = time.perf_counter()
+        response = client.post(f"/v1/models/{model_id}/predict", json=body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    return latencies
+
+
 def wait_succeeded(client: httpx.Client, job_id: str, poll: float = 0.005) -> None:
     while True:
         status = client.get(f"/v1/jobs/{job_id}").json()["status"]
@@ -236,12 +248,7 @@ def run(args: argparse.Namespace) -> int:
                 model_id = client.get(f"/v1/jobs/{job['id']}/result").json()["model_id"]
                 new = {"X": np.random.default_rng(0).normal(size=(100, 2)).tolist()}
                 client.post(f"/v1/models/{model_id}/predict", json=new)  # fill the cache
-                predict = []
-                for _ in range(args.predicts):
-                    started = time.perf_counter()
-                    response = client.post(f"/v1/models/{model_id}/predict", json=new)
-                    predict.append((time.perf_counter() - started) * 1000)
-                    assert response.status_code == 200
+                predict = predict_latencies(client, model_id, new, args.predicts)
                 rows.append(("predict", *percentiles(predict)))
 
                 children.append(processes.start_worker(["fast"], env))  # 2 on fast now
@@ -255,12 +262,7 @@ def run(args: argparse.Namespace) -> int:
                                                       args.submits_per_client))
                 busy_throughput = len(busy_submit) / (time.perf_counter() - started)
                 rows.append(("submit busy", *percentiles(busy_submit)))
-                busy_predict = []
-                for _ in range(args.predicts):
-                    started = time.perf_counter()
-                    response = client.post(f"/v1/models/{model_id}/predict", json=new)
-                    busy_predict.append((time.perf_counter() - started) * 1000)
-                    assert response.status_code == 200
+                busy_predict = predict_latencies(client, model_id, new, args.predicts)
                 backlog = len(get_queue("fast", redis))
                 rows.append(("predict busy", *percentiles(busy_predict)))
         finally:

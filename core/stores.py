@@ -22,10 +22,10 @@ from core.keys import Keys
 from core.settings import Settings
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
+FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 # Jobs read per round trip when a listing filters by status or algorithm.
 LIST_BATCH = 500
-FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 
 def new_id() -> str:

@@ -71,12 +71,11 @@ class Metrics:
     def render(self, gauges: dict[str, list[tuple[dict[str, str], float]]]) -> bytes:
         """The exposition: this process's (or its pod's) metrics, the deployment's totals from
         Redis, and the scrape-time ``gauges``."""
+        registry = CollectorRegistry()
         directory = os.environ.get(MULTIPROCESS_DIRECTORY)
         if directory:
-            registry = CollectorRegistry()
-            MultiProcessCollector(registry, path=directory)
+            MultiProcessCollector(registry, path=directory)  # registers itself
         else:
-            registry = CollectorRegistry()
             registry.register(_ProcessCollector())
         registry.register(_DeploymentCollector(self.redis, gauges))
         return generate_latest(registry)
@@ -99,7 +98,7 @@ class _DeploymentCollector:
         try:
             for field, value in self.redis.hgetall(REDIS_KEY).items():
                 name, labels = json.loads(field)
-                series[name].append(({k: v for k, v in labels}, float(value)))
+                series[name].append((dict(labels), float(value)))
         except RedisError:
             pass  # mmc_redis_up says so
         for family, (kind, text) in FAMILIES.items():

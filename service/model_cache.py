@@ -14,8 +14,6 @@ from algorithms.registry import model_from_export
 from core.stores import ModelStore
 from service.metrics import Metrics
 
-count_lookup = Metrics.model_cache
-
 
 class ModelCache:
     def __init__(self, store: ModelStore, size: int):
@@ -36,7 +34,7 @@ class ModelCache:
                     if model_id in self._items:
                         self._items.move_to_end(model_id)
                     self.hits += 1
-                count_lookup(hit=True)
+                Metrics.model_cache(hit=True)
                 return cached
             self.forget(model_id)
             return None
@@ -46,7 +44,7 @@ class ModelCache:
             return None
         meta, payload = loaded
         entry = (model_from_export(meta, npz_bytes_to_arrays(payload)), info)
-        count_lookup(hit=False)
+        Metrics.model_cache(hit=False)
         with self._lock:
             self.misses += 1
             if self.size > 0:

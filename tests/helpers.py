@@ -11,11 +11,12 @@ FINAL_STATUSES = ("succeeded", "failed", "canceled")
 
 
 def wait_for_job(base_url: str, job_id: str, timeout: float = 120.0,
-                 poll: float = 0.05) -> dict[str, Any]:
-    """Poll ``GET /v1/jobs/{id}`` until a final status; returns the job resource."""
+                 poll: float = 0.05, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """Poll ``GET /v1/jobs/{id}`` (as the tenant of ``headers``) until a final status; returns
+    the job resource."""
     deadline = time.monotonic() + timeout
     while True:
-        response = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10.0)
+        response = httpx.get(f"{base_url}/v1/jobs/{job_id}", timeout=10.0, headers=headers)
         assert response.status_code == 200, response.text
         job = response.json()
         if job["status"] in FINAL_STATUSES:

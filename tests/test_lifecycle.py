@@ -20,7 +20,7 @@ from core.keys import Keys
 from service.model_import import DECODED_BYTES_PER_BODY_BYTE
 from tests.conftest import TENANT_KEYS, TEST_MAX_BODY_BYTES
 from tests.hardening import Deployment, SharedApi
-from tests.helpers import FINAL_STATUSES, run_job
+from tests.helpers import run_job, wait_for_job
 
 ACME = {"X-API-Key": TENANT_KEYS["acme"]}
 GLOBEX = {"X-API-Key": TENANT_KEYS["globex"]}
@@ -31,15 +31,6 @@ def call(method: str, url: str, headers: dict | None = None, **kwargs) -> httpx.
     return httpx.request(method, url, headers=headers, timeout=60.0, **kwargs)
 
 
-def wait_final(url: str, job_id: str, headers: dict | None = None, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while (job := call("GET", f"{url}/v1/jobs/{job_id}", headers).json())["status"] \
-            not in FINAL_STATUSES:
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
-    return job
-
-
 def tenant_job(url: str, headers: dict, seed: int = 0) -> dict:
     """A finished iterSVR job of the tenant, with its result."""
     X, _ = make_blobs(30, centers=2, random_state=seed)
@@ -47,7 +38,7 @@ def tenant_job(url: str, headers: dict, seed: int = 0) -> dict:
         "algorithm": {"name": "itersvr", "params": {"random_state": 0}},
         "data": {"X": X.tolist()}})
     assert response.status_code == 202, response.text
-    job = wait_final(url, response.json()["id"], headers)
+    job = wait_for_job(url, response.json()["id"], headers=headers)
     assert job["status"] == "succeeded", job
     return call("GET", f"{url}/v1/jobs/{job['id']}/result", headers).json()
 
@@ -262,7 +253,7 @@ def test_a_queued_job_whose_dataset_was_deleted_fails_saying_so(second_deploymen
     assert call("GET", f"{url}/v1/jobs/{job.json()['id']}").json()["status"] == "queued"
 
     second_deployment.add_worker()  # nobody served this deployment's queues until now
-    final = wait_final(url, job.json()["id"], timeout=180)
+    final = wait_for_job(url, job.json()["id"], timeout=180)
     assert final["status"] == "failed", final
     assert f"dataset {dataset_id} was deleted" in final["error"]["message"], final
 
@@ -279,7 +270,7 @@ def test_job_list_filters_by_status_algorithm_and_creation_time(keyed_service_ur
         "algorithm": {"name": "cpm3c", "params": {"n_clusters": 2}},
         "data": {"X": make_blobs(30, centers=2, random_state=4)[0].tolist()}})
     other = response.json()["id"]
-    wait_final(url, other, headers)
+    wait_for_job(url, other, headers=headers)
 
     def listed(**query) -> tuple[list[str], int]:
         page = call("GET", f"{url}/v1/jobs", headers, params=query)

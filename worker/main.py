@@ -56,12 +56,10 @@ class Worker(ForkingWorker):
         self.set_state(WorkerStatus.IDLE)
         return None
 
-    def kill_horse(self, sig=None):
+    def kill_horse(self, *args, **kwargs):
         if self._in_process:
-            return  # no horse: killing "its" process group would kill the worker
-        if sig is None:
-            return super().kill_horse()
-        return super().kill_horse(sig)
+            return None  # no horse: killing "its" process group would kill the worker
+        return super().kill_horse(*args, **kwargs)
 
     def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
         if self._in_process:  # nothing renews it while the job runs: cover the job's timeout
