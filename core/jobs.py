@@ -18,8 +18,14 @@ from core.webhooks import schedule
 
 
 def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=None) -> None:
-    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue; on the caller's
-    transaction ``pipeline`` (executed by the caller) when given."""
+    """Put the job's current attempt (RQ job ``rq_job_id``) on its queue: on the caller's
+    transaction ``pipeline`` (executed by the caller) when given, else in one transaction of
+    its own (one round trip, where RQ alone makes two)."""
+    if pipeline is None:
+        with redis.pipeline() as own:
+            enqueue(redis, settings, record, own)
+            own.execute()
+        return
     get_queue(record["queue"], redis).enqueue_call(
         RUN_JOB, args=(record["id"],), job_id=record["rq_job_id"],
         timeout=record["timeout_seconds"], result_ttl=600, failure_ttl=settings.job_ttl_seconds,

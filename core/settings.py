@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         500, ge=0, description="A fast-queue job on at most this many points (and 20 values per "
                                "point) runs in its worker, without forking a work horse; 0: "
                                "every job forks.")
+    worker_niceness: int = Field(
+        10, ge=0, le=19, description="Added to each worker's nice value at start: on a machine "
+                                     "it shares with the API, fits get the CPU the API leaves; "
+                                     "0: equal priority."
+    )
     job_memory_mb: int | None = Field(
         None, ge=0, description="Memory a job may allocate beyond its worker's own (0: no cap; "
                                 "default: 3/4 of the machine's memory over its workers)."

@@ -41,8 +41,9 @@ def tenant_for_key(given: str, keys: list[tuple[bytes, str]]) -> str | None:
     return found
 
 
-def owner(request: Request) -> str:
-    """The caller's tenant, or ``anonymous`` when authentication is off."""
+async def owner(request: Request) -> str:
+    """The caller's tenant, or ``anonymous`` when authentication is off (async: a hash and a
+    few comparisons, not worth a worker thread)."""
     keys = request.app.state.api_keys
     if not keys:
         return OPEN_TENANT

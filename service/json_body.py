@@ -9,7 +9,10 @@ decoded to text a 1 MiB window at a time: each C call is short, so a worker thre
 yields the GIL to the event loop many times a second, and the peak memory is the body bytes plus
 the float64 matrix (twice while its blocks are joined) plus one window and one block of rows.
 
-Anything the fast path does not expect (a non-numeric value, ragged rows, NaN) is a 422 naming the
+A body of at most ``SMALL_BODY_BYTES`` that is well formed is parsed in one call instead (most
+requests: a fraction of a millisecond); anything else takes the walk.
+
+Anything the walk does not expect (a non-numeric value, ragged rows, NaN) is a 422 naming the
 exact field, as pydantic would name it. The rest of the document is small and validated by the
 pydantic model as usual; the matrix is attached to the validated model afterwards.
 """
@@ -22,8 +25,10 @@ import re
 from typing import Any
 
 import numpy as np
+import pydantic_core
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from service.problems import ProblemError, field_error
 
@@ -289,11 +294,99 @@ def _object(src: _Source, i: int, path: tuple[str, ...], matrices: set[tuple[str
             raise _syntax_error(i, "expected ',' or '}' between properties")
 
 
+SMALL_BODY_BYTES = 64 * 1024  # parsed in one call of about 0.3 ms at most
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``limit`` levels deep."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return True
+
+
+def _numeric_rows(value: list[Any], literals: bool) -> np.ndarray | None:
+    """``value`` as a float64 matrix if it is a list of equally long lists of finite JSON
+    numbers, else None. numpy reads true/false as 1/0 inside a numeric array, so with
+    ``literals`` (the body holds a ``true`` or ``false``) every value's type is checked."""
+    if literals and not all(type(row) is list and all(type(x) is float or type(x) is int
+                                                      for x in row) for row in value):
+        return None
+    try:
+        matrix = np.array(value)  # strings, None or nesting give a non-numeric dtype
+    except (ValueError, OverflowError):
+        return None
+    if matrix.ndim != 2 or matrix.dtype.kind not in "if":
+        return None
+    matrix = matrix.astype(np.float64, copy=False)
+    return matrix if np.isfinite(matrix).all() else None
+
+
+def _parse_small(payload: bytes | bytearray, matrices: tuple[tuple[str, ...], ...]
+                 ) -> tuple[dict[str, Any], dict[tuple[str, ...], np.ndarray]] | None:
+    """A small, well-formed body parsed in one call of pydantic's JSON parser (0.03 ms for a
+    100-point job, where the walk takes 0.5 ms). None for anything the walk must judge (bad
+    JSON or UTF-8, NaN, deep nesting, a matrix that is not rows of finite numbers): the walk's
+    422 then names the exact place, and both paths accept the same bodies."""
+    try:
+        document = pydantic_core.from_json(payload, allow_inf_nan=False)
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    literals = b"true" in payload or b"false" in payload
+    arrays: dict[tuple[str, ...], np.ndarray] = {}
+    for path in matrices:
+        parent: Any = document
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict) or not isinstance(parent.get(path[-1]), list):
+            continue  # not a matrix: the model says what is wrong, as after the walk
+        if not parent[path[-1]]:
+            continue  # empty: the model's own check says what to send
+        matrix = _numeric_rows(parent[path[-1]], literals)
+        if matrix is None:
+            return None
+        arrays[path] = matrix
+        parent[path[-1]] = []  # stands in for the matrix while the model validates the rest
+    if _nested_deeper(document, _MAX_DEPTH):
+        return None
+    return document, arrays
+
+
 def parse_model(payload: bytes | bytearray, model: type[BaseModel],
                 matrices: tuple[tuple[str, ...], ...]) -> BaseModel:
     """Validate a JSON body as ``model``, decoding the matrix fields at ``matrices`` (paths of
     keys, e.g. ``("data", "X")``) straight to float64 arrays that replace the lists on the
-    validated model. Blocking and CPU-bound: call it in a worker thread."""
+    validated model. Blocking and CPU-bound above ``SMALL_BODY_BYTES``: call it in a worker
+    thread."""
+    small = _parse_small(payload, matrices) if len(payload) <= SMALL_BODY_BYTES else None
+    if small is not None:
+        if isinstance(payload, bytearray):
+            payload.clear()
+        return _validated(model, *small)
+    return _walk(payload, model, matrices)
+
+
+async def parse_body(payload: bytearray, model: type[BaseModel],
+                     matrices: tuple[tuple[str, ...], ...]) -> BaseModel:
+    """:func:`parse_model` for a route: a small well-formed body on the event loop (a fraction
+    of a millisecond, where a worker thread's round trip costs more), anything else walked in a
+    worker thread."""
+    if len(payload) <= SMALL_BODY_BYTES:
+        small = _parse_small(payload, matrices)
+        if small is not None:
+            payload.clear()
+            return _validated(model, *small)
+    return await run_in_threadpool(_walk, payload, model, matrices)
+
+
+def _walk(payload: bytes | bytearray, model: type[BaseModel],
+          matrices: tuple[tuple[str, ...], ...]) -> BaseModel:
+    """The windowed walk of the module docstring, for large or malformed bodies."""
     src = _Source(payload)
     i = src.skip(0)
     if src.at_end(i):
@@ -305,7 +398,13 @@ def parse_model(payload: bytes | bytearray, model: type[BaseModel],
     if not src.at_end(src.skip(i)):
         raise _syntax_error(src.skip(i), "extra data after the JSON document")
     src.close()
-    arrays = {path: blocks.join() for path, blocks in found.items()}
+    return _validated(model, document, {path: blocks.join() for path, blocks in found.items()})
+
+
+def _validated(model: type[BaseModel], document: dict[str, Any],
+               arrays: dict[tuple[str, ...], np.ndarray]) -> BaseModel:
+    """``document`` validated as ``model``, with ``arrays`` put in place of their placeholder
+    lists."""
     try:
         validated = model.model_validate(document)
     except ValidationError as exc:

@@ -104,6 +104,8 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
+    # Submits, polls and predicts answer in milliseconds only if a fit cannot take their CPU.
+    os.nice(settings.worker_niceness)
     connection = Redis.from_url(redis_url or settings.redis_url)
     # The registry names estimators lazily: import them all once, before the work horses fork,
     # so that each horse inherits them instead of importing them for its one job.

@@ -3,15 +3,15 @@
 from datetime import UTC, datetime
 from typing import Annotated
 
+from anyio import CapacityLimiter, to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from algorithms.registry import algorithm_names
 from core.records import render_job
 from core.stores import JOB_STATUSES
 from service.deps import api_key_header, bearer, owner
-from service.json_body import json_body_openapi, parse_model, read_json_payload
+from service.json_body import json_body_openapi, parse_body, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
@@ -75,6 +75,20 @@ def epoch(moment: datetime | None) -> float | None:
     return moment.timestamp()
 
 
+SUBMIT_THREADS = 4
+
+
+def submit_limiter(app) -> CapacityLimiter:
+    """The threads that store new jobs: a few, not the 40 of the shared pool. Each submit is a
+    millisecond of CPU and three Redis round trips; with more threads than that keeps busy,
+    they contend for the GIL and Redis's connection pool and an API process accepts fewer
+    submits per second under load, not more (``benchmarks.service_load``)."""
+    limiter = getattr(app.state, "submit_limiter", None)
+    if limiter is None:  # made on first use: a limiter belongs to the running event loop
+        limiter = app.state.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
+    return limiter
+
+
 def build_router(job_request: type[BaseModel]) -> APIRouter:
     router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                        dependencies=[Depends(api_key_header), Depends(bearer)])
@@ -100,13 +114,14 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     ):
         """Queue a job. With ``Idempotency-Key``, the same key and body return the same job and
         the same key with another body is a 409."""
-        # Parsed and validated in a worker thread, matrix straight to float64 (service.json_body):
-        # a large body neither stalls the event loop nor costs a Python float per number.
+        # A large body is parsed in a worker thread, matrix straight to float64
+        # (service.json_body): it neither stalls the event loop nor costs a Python float per number.
         payload = await read_json_payload(request)
-        body = await run_in_threadpool(parse_model, payload, job_request, (("data", "X"),))
+        body = await parse_body(payload, job_request, (("data", "X"),))
         del payload
-        record, replayed = await run_in_threadpool(
-            request.app.state.jobs.create, body, caller, idempotency_key)
+        record, replayed = await to_thread.run_sync(
+            request.app.state.jobs.create, body, caller, idempotency_key,
+            limiter=submit_limiter(request.app))
         response.headers["Location"] = f"/v1/jobs/{record['id']}"
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"

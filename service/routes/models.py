@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from core.records import iso_time
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422
-from service.json_body import json_body_openapi, parse_model, read_json_payload
+from service.json_body import json_body_openapi, parse_body, read_json_payload
 from service.model_import import DECODED_BYTES_PER_BODY_BYTE, decode_arrays, model_info, rebuild
 from service.problems import ProblemError, field_error, header, problem_responses
 from service.schemas import (
@@ -66,7 +66,7 @@ async def import_model(request: Request, response: Response,
     registered estimator that rebuilds and labels a point. ``ttl_seconds`` may shorten its
     lifetime (default and maximum ``MMC_MODEL_TTL_SECONDS``)."""
     payload = await read_json_payload(request)
-    body = await run_in_threadpool(parse_model, payload, ModelImport, ())
+    body = await parse_body(payload, ModelImport, ())
     del payload
     info = await run_in_threadpool(_import, body, request, caller)
     response.headers["Location"] = f"/v1/models/{info['id']}"
@@ -130,7 +130,7 @@ async def predict(model_id: ModelIdPath, request: Request,
     most ``MMC_MAX_PREDICT_ROWS`` rows (default 100,000; sequence positions for m3n) per
     request, evaluated in blocks of 1,024 rows."""
     payload = await read_json_payload(request)
-    body = await run_in_threadpool(parse_model, payload, PredictRequest, (("X",),))
+    body = await parse_body(payload, PredictRequest, (("X",),))
     del payload
     return await run_in_threadpool(_predict, model_id, body, request, caller)
 
