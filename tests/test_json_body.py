@@ -38,7 +38,7 @@ WELL_FORMED = {
     "floats": job([[0.0, 0.1], [5.0, 5.2], [0.3, 0.1]]),
     "integers": job([[0, 1], [5, 6], [1, 0]]),
     "boolean parameter beside numbers": job([[0.0, 1.0], [2.0, 3.0]], scale=True),
-    "whitespace": b'  {"algorithm" : {"name":"itersvr","params":{}} ,\n"data":{"X":[[1,2],[3,4]]}} ',
+    "whitespace": b' {"algorithm" : {"name":"itersvr","params":{}} ,\n"data":{"X":[[1,2]]}} ',
     "duplicate key, the last wins": raw_job('[[1, 2]], "X": [[3, 4], [5, 6]]'),
     "empty rows": raw_job("[[], []]"),
 }

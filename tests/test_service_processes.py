@@ -3,6 +3,9 @@ piece of state lives in Redis, so whichever process answers, a client sees one s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import httpx
@@ -96,3 +99,22 @@ def test_workers_export_job_outcomes_and_fit_seconds(two_process_url):
     assert sample(text, "mmc_job_fit_seconds_count", algorithm="itersvr") == fits + 1
     assert sample(text, "mmc_job_fit_seconds_bucket", algorithm="itersvr", le="+Inf") == fits + 1
     assert "# TYPE mmc_queue_jobs gauge" in text
+
+
+def test_a_worker_lowers_its_priority_by_the_configured_niceness(service_env, tmp_path):
+    """On a machine shared with the API, fits take the CPU it leaves (MMC_WORKER_NICENESS)."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    env = {**service_env, "MMC_WORKER_NICENESS": "5"}
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "worker", "--queue", "fast"], env=env,
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while os.getpriority(os.PRIO_PROCESS, worker.pid) == base:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            assert time.monotonic() < deadline, "the worker never lowered its priority"
+            time.sleep(0.1)
+        assert os.getpriority(os.PRIO_PROCESS, worker.pid) == min(base + 5, 19)
+    finally:
+        worker.terminate()
+        worker.wait(30)
