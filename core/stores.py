@@ -80,16 +80,23 @@ class DatasetStore:
             if not describe:
                 return {"id": dataset_id}, False
             return self.describe(dataset_id, owner), False  # type: ignore[return-value]
-        payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
-        created_at = time.time()
         with self.redis.pipeline() as pipe:
-            pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0], "owner": owner,
-                                    "n_features": X.shape[1], "created_at": created_at})
-            pipe.expire(key, self.ttl)
+            payload, created_at = self.put_on(pipe, X, dataset_id, owner)
             pipe.execute()
         return {"id": dataset_id, "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
                 "stored_bytes": len(payload), "created_at": created_at,
                 "expires_in_seconds": self.ttl}, True
+
+    def put_on(self, pipe, X: np.ndarray, dataset_id: str, owner: str) -> tuple[bytes, float]:
+        """Queue the writes that store ``X`` as ``dataset_id`` (its :meth:`content_id`) on
+        ``pipe``; returns the stored bytes and the creation time."""
+        key = Keys.dataset(dataset_id)
+        payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
+        created_at = time.time()
+        pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0], "owner": owner,
+                                "n_features": X.shape[1], "created_at": created_at})
+        pipe.expire(key, self.ttl)
+        return payload, created_at
 
     def describe(self, dataset_id: str, owner: str) -> dict[str, Any] | None:
         key = Keys.dataset(dataset_id)
@@ -217,6 +224,34 @@ class JobStore:
         """Create the job if ``record['owner']`` has fewer than ``cap`` active jobs and the
         idempotency ``claim`` (key, value, ttl) is free, all at once. Returns ``("created",
         None)``, ``("replay", earlier claim)`` or ``("full", None)``."""
+        keys, args = self._create_call(record, job_input, cap, claim)
+        for attempt in range(2):
+            outcome = self.create_outcome(self._create(keys=keys, args=args))
+            if outcome[0] != "full":
+                return outcome
+            if attempt == 0:
+                self._prune_active(record["owner"])
+        return "full", None
+
+    def create_on(self, pipe, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+                  claim: tuple[str, dict[str, str], int] | None = None) -> None:
+        """Queue :meth:`create_admitted`'s step on ``pipe`` (one try, no pruning); read its
+        reply with :meth:`create_outcome`. EVAL, not EVALSHA: a pipeline cannot load a script
+        that Redis lost (a restart) and retry."""
+        keys, args = self._create_call(record, job_input, cap, claim)
+        pipe.eval(_CREATE, len(keys), *keys, *args)
+
+    @staticmethod
+    def create_outcome(reply: list[Any]) -> tuple[str, dict[str, str] | None]:
+        if reply[0] == 1:
+            return "created", None
+        if reply[0] == 0:
+            return "replay", json.loads(reply[1])
+        return "full", None
+
+    def _create_call(self, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+                     claim: tuple[str, dict[str, str], int] | None
+                     ) -> tuple[list[str], list[Any]]:
         job_id, owner = record["id"], record["owner"]
         keys = [Keys.job(job_id), Keys.job_input(job_id), Keys.owner_jobs(owner),
                 Keys.active(owner)]
@@ -227,15 +262,7 @@ class JobStore:
             args[5:7] = [json.dumps(claim[1]), claim[2]]
         for key, value in self._encode(record).items():
             args += [key, value]
-        for attempt in range(2):
-            outcome = self._create(keys=keys, args=args)
-            if outcome[0] == 1:
-                return "created", None
-            if outcome[0] == 0:
-                return "replay", json.loads(outcome[1])
-            if attempt == 0:
-                self._prune_active(owner)
-        return "full", None
+        return keys, args
 
     def delete(self, job_id: str, owner: str) -> None:
         self.redis.delete(Keys.job(job_id), Keys.job_input(job_id))

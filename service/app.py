@@ -29,6 +29,7 @@ from service.problems import Problem, install_problem_handlers, send_problem
 from service.reference import mount_reference
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import ModelImport, PredictRequest, build_job_request_model
+from service.submits import SubmitBatcher
 
 DESCRIPTION = """Maximum margin clustering as a service.
 
@@ -148,6 +149,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
                     "tenant); set tenant:key pairs before exposing it")
     app.state.stores = Stores(app.state.redis, settings)
     app.state.jobs = JobService(app.state.redis, settings)
+    app.state.submits = SubmitBatcher(app.state.jobs)
     app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
     app.state.metrics = Metrics(app.state.redis)
     if os.environ.get(MULTIPROCESS_DIRECTORY):  # the pod's processes write their metrics here

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,19 @@ def request_hash(request: Any) -> str:
     return digest.hexdigest()
 
 
+@dataclass
+class _Submission:
+    """A checked job waiting to be stored: its record and input, the inline matrix to store as
+    its dataset (None when the job names a stored one), and its Idempotency-Key's claim."""
+
+    record: dict[str, Any]
+    job_input: dict[str, Any]
+    new_matrix: np.ndarray | None
+    idempotency_key: str | None
+    body_hash: str | None
+    claim: tuple[str, dict[str, str], int] | None
+
+
 class JobService:
     def __init__(self, redis: Redis, settings: Settings):
         self.redis = redis
@@ -50,6 +64,38 @@ class JobService:
     def create(self, request: Any, owner: str, idempotency_key: str | None
                ) -> tuple[dict[str, Any], bool]:
         """Validate and enqueue; returns ``(record, replayed)``."""
+        result = self.create_many([(request, owner, idempotency_key)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def create_many(self, items: list[tuple[Any, str, str | None]]
+                    ) -> list[tuple[dict[str, Any], bool] | BaseException]:
+        """:meth:`create` for each ``(request, owner, idempotency_key)``, in three Redis round
+        trips for them all (renew the stored datasets; store the rest and the records; enqueue),
+        not three each. Each item gets its own answer: its record or the error that refused it.
+        """
+        results: list[Any] = [None] * len(items)
+        pending: list[tuple[int, _Submission]] = []
+        for index, item in enumerate(items):
+            try:
+                prepared = self._prepare(*item)
+            except Exception as exc:  # a 4xx (or Redis down) answers that request alone
+                results[index] = exc
+                continue
+            if isinstance(prepared, _Submission):
+                pending.append((index, prepared))
+            else:
+                results[index] = (prepared, True)
+        if pending:
+            for (index, _), result in zip(pending, self._store([s for _, s in pending]),
+                                          strict=True):
+                results[index] = result
+        return results
+
+    def _prepare(self, request: Any, owner: str, idempotency_key: str | None
+                 ) -> _Submission | dict[str, Any]:
+        """The checked job, or the earlier job of a known Idempotency-Key (a replay)."""
         spec = get_spec(request.algorithm.name)
         params = request.algorithm.params
         prepared = prepare_job_input(spec, params, request.data,
@@ -75,12 +121,13 @@ class JobService:
             body_hash = request_hash(request)
             earlier = self.stores.idempotency.earlier(owner, idempotency_key)
             if earlier is not None:  # the common replay: no dataset write, no new record
-                return self._replay(earlier, body_hash, owner), True
+                return self._replay(earlier, body_hash, owner)
         dataset_id = prepared.dataset_id
+        new_matrix = None
         if prepared.X is not None and dataset_id is None:
             # Content-addressed: storing it before the claim is harmless if this is a replay.
-            dataset_id = self.stores.datasets.put(prepared.X, owner=owner,
-                                                  describe=False)[0]["id"]
+            dataset_id = self.stores.datasets.content_id(prepared.X, owner)
+            new_matrix = prepared.X
         queue = spec.queue_for(params)
         timeout = min(spec.timeout_seconds, self.settings.job_timeout_cap_seconds)
         record = {
@@ -95,27 +142,77 @@ class JobService:
         claim = None
         if idempotency_key is not None:
             claim = self.stores.idempotency.claim_for(owner, idempotency_key, body_hash, job_id)
+        return _Submission(record, job_input, new_matrix, idempotency_key, body_hash, claim)
+
+    def _store(self, submissions: list[_Submission]) -> list[Any]:
+        """Store the datasets and records of ``submissions`` and enqueue those admitted; a
+        failure leaves no record, active slot or key behind and answers every one of them."""
+        cap = self.settings.max_active_jobs_per_tenant
         try:
-            outcome, earlier = self.stores.jobs.create_admitted(
-                record, job_input, self.settings.max_active_jobs_per_tenant, claim)
-            if outcome == "created":
-                enqueue(self.redis, self.settings, record)
-        except BaseException:
-            # Best effort (Redis may be the reason): leave no record, active slot or key behind.
-            with contextlib.suppress(Exception):
-                self.stores.jobs.release(owner, job_id)
-                self.stores.jobs.delete(job_id, owner)
-                if idempotency_key is not None:
-                    self.stores.idempotency.release(owner, idempotency_key, job_id)
-            raise
+            outcomes = self._store_records(submissions, cap)
+            with self.redis.pipeline() as pipe:
+                for submission, (outcome, _) in zip(submissions, outcomes, strict=True):
+                    if outcome == "created":
+                        enqueue(self.redis, self.settings, submission.record, pipe)
+                pipe.execute()
+        except BaseException as exc:
+            for submission in submissions:  # best effort (Redis may be the reason)
+                with contextlib.suppress(Exception):
+                    self._undo(submission)
+            if not isinstance(exc, Exception):
+                raise
+            return [exc] * len(submissions)
+        return [self._answer(submission, outcome, earlier)
+                for submission, (outcome, earlier) in zip(submissions, outcomes, strict=True)]
+
+    def _store_records(self, submissions: list[_Submission], cap: int
+                       ) -> list[tuple[str, dict[str, str] | None]]:
+        """Renew or store the new matrices, then create the records (two round trips); a tenant
+        found full is pruned of finished jobs and tried again alone."""
+        datasets = self.stores.datasets
+        fresh = {s.record["dataset_id"]: s for s in submissions if s.new_matrix is not None}
+        with self.redis.pipeline(transaction=False) as pipe:
+            for dataset_id in fresh:
+                pipe.expire(Keys.dataset(dataset_id), datasets.ttl)
+            renewed = pipe.execute()
+        with self.redis.pipeline(transaction=False) as pipe:
+            for (dataset_id, submission), found in zip(fresh.items(), renewed, strict=True):
+                if not found:
+                    datasets.put_on(pipe, submission.new_matrix, dataset_id,
+                                    submission.record["owner"])
+            for submission in submissions:
+                self.stores.jobs.create_on(pipe, submission.record, submission.job_input, cap,
+                                           submission.claim)
+            replies = pipe.execute()[-len(submissions):]
+        outcomes = [self.stores.jobs.create_outcome(reply) for reply in replies]
+        for index, (outcome, _) in enumerate(outcomes):
+            if outcome == "full":
+                submission = submissions[index]
+                outcomes[index] = self.stores.jobs.create_admitted(
+                    submission.record, submission.job_input, cap, submission.claim)
+        return outcomes
+
+    def _answer(self, submission: _Submission, outcome: str,
+                earlier: dict[str, str] | None) -> Any:
+        if outcome == "created":
+            return submission.record, False
         if outcome == "replay":  # a concurrent request with this key won the race
-            return self._replay(earlier, body_hash, owner), True
-        if outcome == "full":
-            raise ProblemError(
-                429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
-                     "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
-                headers={"Retry-After": str(self.settings.retry_after_seconds)})
-        return record, False
+            try:
+                return self._replay(earlier, submission.body_hash,
+                                    submission.record["owner"]), True
+            except Exception as exc:
+                return exc
+        return ProblemError(
+            429, f"this tenant already has {self.settings.max_active_jobs_per_tenant} queued "
+                 "or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); retry when some finish",
+            headers={"Retry-After": str(self.settings.retry_after_seconds)})
+
+    def _undo(self, submission: _Submission) -> None:
+        owner, job_id = submission.record["owner"], submission.record["id"]
+        self.stores.jobs.release(owner, job_id)
+        self.stores.jobs.delete(job_id, owner)
+        if submission.idempotency_key is not None:
+            self.stores.idempotency.release(owner, submission.idempotency_key, job_id)
 
     def _replay(self, earlier: dict[str, str], body_hash: str | None, owner: str
                 ) -> dict[str, Any]:

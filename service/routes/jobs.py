@@ -11,7 +11,7 @@ from algorithms.registry import algorithm_names
 from core.records import render_job
 from core.stores import JOB_STATUSES
 from service.deps import api_key_header, bearer, owner
-from service.json_body import json_body_openapi, parse_body, read_json_payload
+from service.json_body import SMALL_BODY_BYTES, json_body_openapi, parse_body, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import JobIdPath, JobPage, JobResource, JobResult
@@ -79,10 +79,9 @@ SUBMIT_THREADS = 4
 
 
 def submit_limiter(app) -> CapacityLimiter:
-    """The threads that store new jobs: a few, not the 40 of the shared pool. Each submit is a
-    millisecond of CPU and three Redis round trips; with more threads than that keeps busy,
-    they contend for the GIL and Redis's connection pool and an API process accepts fewer
-    submits per second under load, not more (``benchmarks.service_load``)."""
+    """The threads that store jobs on large bodies or stored datasets: a few, not the 40 of the
+    shared pool, which would contend for the GIL and Redis's connection pool (small jobs go
+    through :mod:`service.submits` instead)."""
     limiter = getattr(app.state, "submit_limiter", None)
     if limiter is None:  # made on first use: a limiter belongs to the running event loop
         limiter = app.state.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
@@ -117,11 +116,16 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         # A large body is parsed in a worker thread, matrix straight to float64
         # (service.json_body): it neither stalls the event loop nor costs a Python float per number.
         payload = await read_json_payload(request)
+        small = len(payload) <= SMALL_BODY_BYTES
         body = await parse_body(payload, job_request, (("data", "X"),))
         del payload
-        record, replayed = await to_thread.run_sync(
-            request.app.state.jobs.create, body, caller, idempotency_key,
-            limiter=submit_limiter(request.app))
+        if small and body.data.dataset_id is None:  # stored with the others arriving now
+            record, replayed = await request.app.state.submits.create(body, caller,
+                                                                      idempotency_key)
+        else:
+            record, replayed = await to_thread.run_sync(
+                request.app.state.jobs.create, body, caller, idempotency_key,
+                limiter=submit_limiter(request.app))
         response.headers["Location"] = f"/v1/jobs/{record['id']}"
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"
