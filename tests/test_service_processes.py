@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -105,9 +106,9 @@ def test_a_worker_lowers_its_priority_by_the_configured_niceness(service_env, tm
     """On a machine shared with the API, fits take the CPU it leaves (MMC_WORKER_NICENESS)."""
     base = os.getpriority(os.PRIO_PROCESS, 0)
     env = {**service_env, "MMC_WORKER_NICENESS": "5"}
-    with open(tmp_path / "worker.log", "wb") as log:
+    with open(tmp_path / "worker.log", "wb") as log:  # in a session of its own, as mmc serve
         worker = subprocess.Popen([sys.executable, "-m", "worker", "--queue", "fast"], env=env,
-                                  stdout=log, stderr=subprocess.STDOUT)
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while os.getpriority(os.PRIO_PROCESS, worker.pid) == base:
@@ -115,6 +116,9 @@ def test_a_worker_lowers_its_priority_by_the_configured_niceness(service_env, tm
             assert time.monotonic() < deadline, "the worker never lowered its priority"
             time.sleep(0.1)
         assert os.getpriority(os.PRIO_PROCESS, worker.pid) == min(base + 5, 19)
+        autogroup = Path(f"/proc/{worker.pid}/autogroup")
+        if autogroup.exists():  # the session's share against the API's sessions, too
+            assert autogroup.read_text().split()[-1] == "5", autogroup.read_text()
     finally:
         worker.terminate()
         worker.wait(30)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import sklearn
@@ -99,13 +101,28 @@ def warm_compiled_kernels(processes: int = 1) -> None:
         list(pool.map(_load_kernel, reversed(range(len(COMPILED_KERNELS)))))
 
 
+def lower_priority(niceness: int) -> None:
+    """Add ``niceness`` to this process's nice value, so that on a machine shared with the API,
+    submits, polls and predicts answer in milliseconds while fits take the CPU left.
+
+    Under the kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``)
+    CPU is shared between sessions first and a nice value only orders the processes of one
+    session; a worker that leads its own session (``mmc serve`` starts each so) sets its
+    session's nice value as well."""
+    if niceness <= 0:
+        return
+    os.nice(niceness)
+    if os.getsid(0) == os.getpid():
+        with contextlib.suppress(OSError):  # no autogroups in this kernel or container
+            Path("/proc/self/autogroup").write_text(f"{niceness}\n")
+
+
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
                name: str | None = None) -> bool:
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
-    # Submits, polls and predicts answer in milliseconds only if a fit cannot take their CPU.
-    os.nice(settings.worker_niceness)
+    lower_priority(settings.worker_niceness)
     connection = Redis.from_url(redis_url or settings.redis_url)
     # The registry names estimators lazily: import them all once, before the work horses fork,
     # so that each horse inherits them instead of importing them for its one job.
