@@ -261,11 +261,88 @@ def main() -> int:
     parser.add_argument("--rate-seconds", type=float, default=10.0)
     parser.add_argument("--sustained-jobs", type=int, default=200)
     parser.add_argument("--api-workers", type=int, default=1, help="uvicorn processes")
+    parser.add_argument("--mmc-serve", action="store_true",
+                        help="measure the acceptance aims on `mmc serve --workers-per-queue 2` "
+                             "as a user starts it instead (run_on_mmc_serve)")
     docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    region = "service-load-serve" if args.mmc_serve else "service-load"
     with docs_pages.record(args.write_docs, docs_pages.DOCS / "service_performance.md",
-                           "service-load", "benchmarks.service_load"):
-        return run(args)
+                           region, "benchmarks.service_load"):
+        return run_on_mmc_serve(args) if args.mmc_serve else run(args)
+
+
+def run_on_mmc_serve(args: argparse.Namespace) -> int:
+    """The aims on the service as a user starts it: ``mmc serve --workers-per-queue 2`` (a
+    redis-server, uvicorn, two workers per queue, each at its default priority), the tenant's
+    active-job cap raised for the run. Then every accepted job must end ``succeeded``."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        port = processes.free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        env = dict(os.environ, PYTHONPATH=str(ROOT), MMC_MAX_ACTIVE_JOBS_PER_TENANT=str(10**7))
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "mmc.cli", "serve", "--port", str(port),
+             "--workers-per-queue", "2", "--data-dir", str(tmp / "serve")],
+            env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        try:
+            processes.wait_ready(base_url, timeout=300, processes=[serve])
+            with httpx.Client(base_url=base_url, timeout=60) as client:
+                job = client.post("/v1/jobs", json=job_payload(0)).json()
+                wait_succeeded(client, job["id"])
+                model_id = client.get(f"/v1/jobs/{job['id']}/result").json()["model_id"]
+                new = {"X": np.random.default_rng(0).normal(size=(100, 2)).tolist()}
+                asyncio.run(predict_latencies(base_url, model_id, new, 5))  # fill the cache
+                sustained, breakdown = sustained_jobs_per_second(client, args.sustained_jobs,
+                                                                 workers=2)
+                started = time.perf_counter()
+                busy_submit, busy_errors = asyncio.run(submit_load(
+                    base_url, args.clients, args.submits_per_client))
+                busy_throughput = len(busy_submit) / (time.perf_counter() - started)
+                busy_predict = asyncio.run(predict_latencies(base_url, model_id, new,
+                                                             args.predicts))
+                turnaround = []
+                for seed in range(args.turnarounds + 1):
+                    begun = time.perf_counter()
+                    job = client.post("/v1/jobs", json=job_payload(seed)).json()
+                    wait_succeeded(client, job["id"])
+                    turnaround.append((time.perf_counter() - begun) * 1000)
+                outcomes = final_statuses(client)
+        finally:
+            os.killpg(serve.pid, signal.SIGINT)
+            serve.wait(60)
+    print(f"\nmmc serve --workers-per-queue 2 ({os.cpu_count()} cores, 1-minute load average "
+          f"{os.getloadavg()[0]:.1f} at the end)\n")
+    print("| measure | result | aim |")
+    print("|---|---|---|")
+    print(f"| {args.sustained_jobs} 100-point iterSVR jobs submitted at once | "
+          f"{sustained:.1f} jobs/s finished | >= 20 jobs/s |")
+    print(f"| {args.clients} concurrent clients posting jobs while the workers run | "
+          f"{busy_throughput:.0f} submits/s, p99 {percentiles(busy_submit)[1]:.0f} ms, "
+          f"{busy_errors} answers not 202 | >= 300/s, p99 <= 400 ms, all 202 |")
+    print(f"| predict 100 rows while the workers drain that backlog | p99 "
+          f"{percentiles(busy_predict)[1]:.1f} ms | p99 <= 15 ms |")
+    print(f"| turnaround of one 100-point job (after the backlog) | p50 "
+          f"{percentiles(turnaround[1:])[0]:.0f} ms | p50 <= 150 ms |")
+    print(f"| accepted jobs by final status | {outcomes} | every one succeeded |")
+    print("\n| per job of the batch, mean | ms |")
+    print("|---|---|")
+    for part, ms in breakdown.items():
+        print(f"| {part} | {ms:.1f} |")
+    return 0
+
+
+def final_statuses(client: httpx.Client, timeout: float = 600.0) -> str:
+    """Once no job is queued or running: the jobs of the (only) tenant by status."""
+    deadline = time.monotonic() + timeout
+    while client.get("/v1/jobs", params={"status": "queued,running", "limit": 1}
+                     ).json()["total"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    counts = {status: client.get("/v1/jobs", params={"status": status, "limit": 1}
+                                 ).json()["total"]
+              for status in ("succeeded", "failed", "canceled", "queued", "running")}
+    return ", ".join(f"{status} {count}" for status, count in counts.items())
 
 
 def run(args: argparse.Namespace) -> int:
