@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -40,3 +42,10 @@ def run_job(base_url: str, payload: dict[str, Any], timeout: float = 120.0) -> d
     response = httpx.get(f"{base_url}/v1/jobs/{job['id']}/result", timeout=30.0)
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def run_async(coroutine: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: a browser test earlier in the same test process
+    may leave an event loop running on its main thread (Playwright's sync API does)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -18,6 +17,7 @@ from algorithms.registry import model_from_export
 from mmc.cli import main
 from mmc_client import AsyncClient, Client, JobFailedError, JobTimeoutError, MMCError, Result
 from tests.conftest import TENANT_KEYS
+from tests.helpers import run_async
 
 # A two-class SDP on 300 points runs for seconds (about 30 s on the test machine): long enough
 # to time out on.
@@ -182,7 +182,7 @@ def test_async_client_is_the_same_api_awaited(service_url, digits_3_8):
             return result, labels, caught.value
 
     threads = threading.active_count()
-    result, labels, error = asyncio.run(scenario())
+    result, labels, error = run_async(scenario())
     assert threading.active_count() == threads
     assert clustering_error(y, result.labels) <= DIGITS_3_8_MAX_ERROR
     assert labels.shape == (20,)

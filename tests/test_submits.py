@@ -19,6 +19,7 @@ from service.json_body import parse_model
 from service.problems import ProblemError
 from service.schemas import build_job_request_model
 from service.submits import SubmitBatcher
+from tests.helpers import run_async
 
 JOB = build_job_request_model(REGISTRY)
 POINTS = [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]
@@ -95,7 +96,7 @@ def test_concurrent_submits_are_stored_in_fewer_batches_than_requests(service):
         return await asyncio.gather(*(batcher.create(job(), f"tenant-{i % 3}", None)
                                       for i in range(9)))
 
-    answers = asyncio.run(submit_all())
+    answers = run_async(submit_all())
     assert sum(calls) == 9 and len(calls) < 9, calls
     assert len({record["id"] for record, _ in answers}) == 9
     assert len(queued_ids(service)) == 9
@@ -109,6 +110,6 @@ def test_a_refused_request_raises_to_its_caller_alone(service):
                                     batcher.create(job(), "tenant-a", None),
                                     return_exceptions=True)
 
-    refused, (record, _) = asyncio.run(submit_two())
+    refused, (record, _) = run_async(submit_two())
     assert isinstance(refused, ProblemError) and refused.status == 422
     assert queued_ids(service) == [record["id"]]
