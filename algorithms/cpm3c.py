@@ -57,7 +57,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -212,11 +212,14 @@ class _Data:
     @classmethod
     def of(cls, X: np.ndarray | sp.csr_matrix) -> _Data:
         n = X.shape[0]
-        mean = np.asarray(X.mean(axis=0)).ravel()
+        mean = np.asarray(X.mean(axis=0, dtype=np.float64)).ravel()
         if sp.issparse(X):
             sq = float(X.multiply(X).sum()) / n
-        else:
+        elif X.dtype == np.float64:
             sq = float(np.einsum("ij,ij->", X, X)) / n
+        else:  # float32 coordinates: squared in float64, a block of rows at a time
+            sq = sum(float(np.einsum("ij,ij->", block, block))
+                     for block in _float64_blocks(X)) / n
         radius = float(np.sqrt(max(sq - mean @ mean, 0.0)))
         return cls(X, mean, radius if radius > 0 else 1.0)
 
@@ -226,7 +229,7 @@ class _Data:
 
     def scores(self, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``F[i, p] = w_p.x'_i + b_p`` in O(s n k)."""
-        F = np.asarray(self.X @ w.T)
+        F = np.asarray(self.X @ w.T.astype(self.X.dtype, copy=False), dtype=np.float64)
         F -= (self.mean @ w.T)[None, :]
         F /= self.radius
         F += b[None, :]
@@ -235,11 +238,6 @@ class _Data:
     @property
     def dense(self) -> bool:
         return not sp.issparse(self.X)
-
-    @cached_property
-    def augmented(self) -> np.ndarray:
-        """Dense data only: the rows ``(x'_i, 1)``, formed once per fit (``n x (s + 1)``)."""
-        return np.hstack([(self.X - self.mean) / self.radius, np.ones((self.n, 1))])
 
     def combine(self, M: np.ndarray | sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """``(M X', M 1)`` for a row-combination matrix ``M``: O(nnz(M) s)."""
@@ -314,11 +312,19 @@ def _constraint_on_every_point(F: np.ndarray) -> _Constraint:
 
 def constraint_slacks(F: np.ndarray, constraints: list[_Constraint],
                       clamp: np.ndarray | None = None,
-                      sums: _ConstraintSums | None = None) -> np.ndarray:
+                      sums: _ConstraintSums | None = None,
+                      W: np.ndarray | None = None) -> np.ndarray:
     """Slack each constraint of (11) needs at scores ``F`` (the exact, non-linearized form), or
-    with the labels ``clamp`` held fixed. ``sums`` (dense k > 2): the working set's kept
-    membership and rival cells, which turn the loop over constraints into two products."""
+    with the labels ``clamp`` held fixed.
+
+    ``sums`` (dense data) with ``W``, the iterate whose scores ``F`` are: the slacks are
+    ``d_c - <G_c, W>``, the linearization (20) at the labels of ``F``, which is exact at the
+    point it linearizes at. The kept sums then give them without a pass over the points."""
     n = F.shape[0]
+    if sums is not None:
+        sums.update(constraints, labels_from_scores(F) if clamp is None else clamp)
+        G, d = sums.linearized()
+        return d - G @ W
     out = np.empty(len(constraints))
     if F.shape[1] == 1:
         margin = _binary_margin(F, clamp)
@@ -327,12 +333,6 @@ def constraint_slacks(F: np.ndarray, constraints: list[_Constraint],
         return out
     labels = np.argmax(F, axis=1) if clamp is None else clamp
     top = F[np.arange(n), labels]
-    if sums is not None:
-        # sum over c of (1 - [y_i = r_i] - f_{y_i} + f_{r_i}), the rival terms read off one
-        # sparse row per constraint
-        sums.update(constraints, labels)
-        return (sums.sizes - sums.membership @ top
-                + sums.rival_agreements(F - sums.label_one_hot())) / n
     for j, c in enumerate(constraints):
         same = labels[c.index] == c.rival
         gap = top[c.index] - F[c.index, c.rival]
@@ -357,13 +357,14 @@ def linearized_constraints(
     ``d_c = (1/n) #{c_i != 0}``). Returns ``(G, d)`` with ``G`` of shape
     ``(|Omega|, n_rows * (n_features + 1))``, the bias coordinates last in each row block.
     ``clamp``: the labels ``y`` held fixed instead of read off ``F``. ``sums``: the per-constraint
-    arrays of the dense k > 2 form (:class:`_ConstraintSums`), kept by the caller between calls.
+    arrays of the dense form (:class:`_ConstraintSums`, :func:`keeps_sums`), kept by the caller
+    between calls.
     """
     n = data.n
     n_constraints = len(constraints)
-    if n_rows > 1 and data.dense:
+    if sums is not None or keeps_sums(data, n_rows):
         if sums is None:
-            sums = _ConstraintSums(data.augmented, n_rows)
+            sums = _ConstraintSums(data, n_rows)
         return _linearized_by_class(F, constraints, clamp, sums)
     d = np.empty(n_constraints)
     rows, cols, vals = [], [], []
@@ -451,30 +452,48 @@ class CuttingPlaneResult:
     held: CuttingPlaneResult | None = None
 
 
+# The binary form keeps its constraint sums from this many points on: below it one dense
+# combination product per QP (linearized_constraints) costs about as much as the sums.
+BINARY_SUMS_MIN_POINTS = 20_000
+
+
+def keeps_sums(data: _Data, n_rows: int) -> bool:
+    """Whether the working set's sums are kept between QPs (:class:`_ConstraintSums`): dense
+    data with k > 2, and the binary form on large dense data."""
+    return data.dense and (n_rows > 1 or data.n >= BINARY_SUMS_MIN_POINTS)
+
+
 # Above this share of the points changing class, the label sums are recomputed, not updated.
 _LABEL_SUMS_REFRESH_SHARE = 0.25
 
 
 class _ConstraintSums:
-    """What the dense k > 2 form needs of the working set, kept between calls of
-    :func:`_linearized_by_class` and :func:`constraint_slacks`.
+    """What the dense form needs of the working set, kept between calls of
+    :func:`linearized_constraints` and :func:`constraint_slacks`.
 
-    Per constraint ``c``: its membership row (``c_i != 0``), its size, its rival sums
-    ``sum_{c_i != 0} e_{r_i} (x) (x'_i, 1)`` and a row of ``rival_cells`` (a 1 at column
-    ``i k + r_i`` of each member), all fixed; and its label sums ``sum_{c_i != 0} e_{y_i} (x)
-    (x'_i, 1)`` at the labels of the last call, moved by the rows of the points whose label
-    changed. Between two QPs (20) few points change class, so a call costs
-    ``|Omega| x changed x (s + 1)`` instead of ``|Omega| n (s + 1)``.
+    Per constraint ``c``: its membership row (``c_i != 0``) and size, and its label sums
+    ``sum_{c_i != 0} e_{y_i} (x) (x_i, 1)`` at the labels of the last call, moved by the rows of
+    the points whose label changed. Between two QPs (20) few points change class, so a call
+    costs ``|Omega| x changed x s`` instead of ``|Omega| n s``. With ``k > 2`` also its rival
+    sums ``sum_{c_i != 0} e_{r_i} (x) (x_i, 1)`` and a row of ``rival_cells`` (a 1 at column
+    ``i k + r_i`` of each member), both fixed. The binary form keeps the label sums of ``y_i =
+    [f(x_i) > 0]``: its ``sum_{c_i != 0} s_i (x_i, 1)`` is the positive sum less the negative.
+
+    Sums are of the raw rows ``x_i`` and a count; :meth:`linearized` centres and scales them
+    (``x'_i = (x_i - mean) / radius``), so no centred copy of the data is formed.
     """
 
-    def __init__(self, X1: np.ndarray, n_rows: int):
-        self.X1, self.n_rows = X1, n_rows
-        n, width = X1.shape
+    def __init__(self, data: _Data, n_rows: int):
+        self.X, self.mean, self.radius = data.X, data.mean, data.radius
+        self.n_rows = n_rows
+        self.binary = n_rows == 1
+        self.n_labels = 2 if self.binary else n_rows
+        n, width = self.X.shape[0], self.X.shape[1] + 1  # the count last
         self.m = 0
         self.labels: np.ndarray | None = None
-        self._membership = np.zeros((0, n))
+        self._membership = np.zeros((0, n), dtype=bool)  # 1 byte per point and constraint
         self._rival_sums = np.zeros((0, n_rows, width))
-        self._label_sums = np.zeros((0, n_rows, width))
+        self._label_sums = np.zeros((0, self.n_labels, width))
         self._sizes = np.zeros(0)
         self.rival_cells = sp.csr_matrix((0, n * n_rows))
 
@@ -486,6 +505,11 @@ class _ConstraintSums:
     def sizes(self) -> np.ndarray:
         return self._sizes[: self.m]
 
+    def _sums(self, weights, rows: np.ndarray | None = None) -> np.ndarray:
+        """``weights @ (x_i, 1)`` over ``rows`` of the data (``weights``: dense)."""
+        counts = np.asarray(weights.sum(axis=1)).reshape(-1, 1)
+        return np.hstack([row_products(weights, self.X, rows), counts])
+
     def update(self, constraints: list[_Constraint], labels: np.ndarray) -> None:
         """The sums of ``constraints`` (a working set that only grows) at ``labels``."""
         self._move_labels(labels)
@@ -493,21 +517,26 @@ class _ConstraintSums:
         if not new:
             return
         self._reserve(self.m + len(new))
-        n, k = self.X1.shape[0], self.n_rows
+        n, k = self.X.shape[0], self.n_labels
         for j, c in enumerate(new, start=self.m):
-            self._membership[j, c.index] = 1.0
+            self._membership[j, c.index] = True
             self._sizes[j] = c.index.size
-            # rows 0..k-1 sum the members by rival, k..2k-1 by label: one pass over X1, which
-            # is read in place (X1[c.index] would copy half of it)
-            by_class = sp.csr_matrix(
-                (np.ones(2 * c.index.size), (np.concatenate([c.rival, k + labels[c.index]]),
-                                             np.concatenate([c.index, c.index]))),
-                shape=(2 * k, n)) @ self.X1
-            self._rival_sums[j], self._label_sums[j] = by_class[:k], by_class[k:]
-        cells = [sp.csr_matrix((np.ones(c.index.size), (np.zeros(c.index.size, np.int64),
-                                                          c.index * k + c.rival)),
-                               shape=(1, self.rival_cells.shape[1])) for c in new]
-        self.rival_cells = sp.vstack([self.rival_cells, *cells], format="csr")
+            # rows 0..k-1 sum the members by label, k..2k-1 by rival: one streaming pass over
+            # X by a dense product (X[c.index] would copy half of it, and a sparse product reads
+            # its rows in one thread)
+            weights = np.zeros((k if self.binary else 2 * k, n))
+            weights[labels[c.index], c.index] = 1.0
+            if not self.binary:
+                weights[k + c.rival, c.index] = 1.0
+            by_class = self._sums(weights)
+            self._label_sums[j] = by_class[:k]
+            if not self.binary:
+                self._rival_sums[j] = by_class[k:]
+        if not self.binary:
+            cells = [sp.csr_matrix((np.ones(c.index.size), (np.zeros(c.index.size, np.int64),
+                                                              c.index * k + c.rival)),
+                                   shape=(1, self.rival_cells.shape[1])) for c in new]
+            self.rival_cells = sp.vstack([self.rival_cells, *cells], format="csr")
         self.m += len(new)
 
     def _reserve(self, m: int) -> None:
@@ -518,7 +547,9 @@ class _ConstraintSums:
         capacity = max(m, 2 * capacity, 16)
         for name in ("_membership", "_rival_sums", "_label_sums", "_sizes"):
             old = getattr(self, name)
-            grown = np.zeros((capacity, *old.shape[1:]))
+            if name == "_rival_sums" and self.binary:
+                continue
+            grown = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             grown[: self.m] = old[: self.m]
             setattr(self, name, grown)
 
@@ -529,19 +560,19 @@ class _ConstraintSums:
         changed = np.flatnonzero(labels != self.labels)
         if changed.size > _LABEL_SUMS_REFRESH_SHARE * labels.size:
             members = self.membership
-            for p in range(self.n_rows):
-                in_class = labels == p
-                self._label_sums[: self.m, p] = members[:, in_class] @ self.X1[in_class]
+            for p in range(self.n_labels):
+                in_class = np.flatnonzero(labels == p)
+                self._label_sums[: self.m, p] = self._sums(members[:, in_class], in_class)
         elif changed.size:
             members = self.membership[:, changed]
-            rows = self.X1[changed]
             before, after = self.labels[changed], labels[changed]
-            for p in range(self.n_rows):
+            for p in range(self.n_labels):
                 gained, lost = after == p, before == p
                 if gained.any():
-                    self._label_sums[: self.m, p] += members[:, gained] @ rows[gained]
+                    self._label_sums[: self.m, p] += self._sums(members[:, gained],
+                                                                changed[gained])
                 if lost.any():
-                    self._label_sums[: self.m, p] -= members[:, lost] @ rows[lost]
+                    self._label_sums[: self.m, p] -= self._sums(members[:, lost], changed[lost])
         self.labels = labels.copy()
 
     def rival_agreements(self, values: np.ndarray) -> np.ndarray:
@@ -550,15 +581,22 @@ class _ConstraintSums:
 
     def label_one_hot(self) -> np.ndarray:
         """``e_{y_i}`` per point (``n x k``) for the labels of the last :meth:`update`."""
-        one_hot = np.zeros((self.X1.shape[0], self.n_rows))
+        one_hot = np.zeros((self.X.shape[0], self.n_rows))
         one_hot[np.arange(one_hot.shape[0]), self.labels] = 1.0
         return one_hot
 
     def linearized(self) -> tuple[np.ndarray, np.ndarray]:
         """``(G, d)`` of (20) at the labels of the last :meth:`update`."""
-        n = self.X1.shape[0]
-        d = (self.sizes - self.rival_agreements(self.label_one_hot())) / n
-        G = self._label_sums[: self.m] - self._rival_sums[: self.m]
+        n = self.X.shape[0]
+        if self.binary:
+            d = self.sizes / n
+            G = self._label_sums[: self.m, 1:2] - self._label_sums[: self.m, 0:1]
+        else:
+            d = (self.sizes - self.rival_agreements(self.label_one_hot())) / n
+            G = self._label_sums[: self.m] - self._rival_sums[: self.m]
+        # sum (x_i - mean) / radius = (sum x_i - count mean) / radius; the count is the bias's
+        G[..., :-1] -= G[..., -1:] * self.mean
+        G[..., :-1] /= self.radius
         G /= n
         return G.reshape(self.m, -1), d
 
@@ -567,16 +605,17 @@ def _linearized_by_class(
     F: np.ndarray, constraints: list[_Constraint], clamp: np.ndarray | None,
     sums: _ConstraintSums,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`linearized_constraints` for k > 2 on dense rows ``X1 = (x'_i, 1)``.
+    """:func:`linearized_constraints` on dense data, from sums kept between calls.
 
-    ``G_c[p] = (1/n) (sum_{c_i != 0, y_i = p} (x'_i, 1) - sum_{c_i != 0, r_i = p} (x'_i, 1))``:
-    a point with ``y_i = r_i`` adds and removes the same row, so the filter of ``d_c`` is not
-    needed in ``G_c``. Both sums are kept per constraint (:class:`_ConstraintSums`), the label
-    sums moved by the points that changed class: recomputing them every call would cost
-    ``O(|Omega| n (s + 1))`` per QP, which dominates a fit on large ``n``. The slacks
-    (:func:`constraint_slacks`) are read off the same sums for the same reason.
+    ``G_c[p] = (1/n) (sum_{c_i != 0, y_i = p} (x'_i, 1) - sum_{c_i != 0, r_i = p} (x'_i, 1))``
+    for k > 2: a point with ``y_i = r_i`` adds and removes the same row, so the filter of ``d_c``
+    is not needed in ``G_c``; the binary form's ``G_c`` is its positive sum less its negative.
+    The sums are kept per constraint (:class:`_ConstraintSums`), the label sums moved by the
+    points that changed class: recomputing them every call would cost ``O(|Omega| n (s + 1))``
+    per QP, which dominates a fit on large ``n``. The slacks (:func:`constraint_slacks`) are
+    read off the same sums for the same reason.
     """
-    sums.update(constraints, np.argmax(F, axis=1) if clamp is None else clamp)
+    sums.update(constraints, labels_from_scores(F) if clamp is None else clamp)
     return sums.linearized()
 
 
@@ -618,14 +657,14 @@ def solve_cpm3c(
         # empty constraint makes W = 0 stationary, so start from the constraint on every point.
         first = _constraint_on_every_point(F)
     constraints = [first]
-    sums = _ConstraintSums(data.augmented, n_rows) if n_rows > 1 and data.dense else None
+    sums = _ConstraintSums(data, n_rows) if keeps_sums(data, n_rows) else None
     v = None
     history: list[float] = []
     n_cccp = 0
     n_iter = 0
 
     def objective_at(W: np.ndarray, F: np.ndarray, clamp) -> float:
-        xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums).max()))
+        xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums, W).max()))
         return 0.5 * float(W @ W) + C * xi
 
     def qp_step(F: np.ndarray, clamp) -> tuple[np.ndarray, np.ndarray]:
@@ -681,7 +720,7 @@ def solve_cpm3c(
             history.append(current)
             # Algorithm 1: add the most violated constraint (14) unless it is within epsilon.
             candidate, violation = most_violated_constraint(F, clamp)
-            xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums).max()))
+            xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums, W).max()))
             if on_iteration is not None:
                 on_iteration(n_iter, current, violation - xi)
             if violation <= xi + epsilon:
@@ -748,6 +787,17 @@ def _small_clusters(labels: np.ndarray, n_clusters: int) -> np.ndarray:
     return np.flatnonzero(sizes < max(1.0, 0.1 * labels.size / n_clusters))
 
 
+# From this many Nystrom coordinates (points x landmarks) on, they are kept as float32: half the
+# memory, and the passes over them (a score per point after each QP, a sum per new constraint)
+# take about half the time. Sums over points are still accumulated in float64 (row_products).
+FLOAT32_MIN_COORDINATES = 30_000_000
+
+
+def coordinates_dtype(n_samples: int, n_landmarks: int) -> type:
+    """float32 for the Nystrom coordinates of large data, float64 otherwise."""
+    return np.float32 if n_samples * n_landmarks >= FLOAT32_MIN_COORDINATES else np.float64
+
+
 def class_sums(X: np.ndarray | sp.csr_matrix, labels: np.ndarray, n_classes: int
                ) -> np.ndarray:
     """Sum of each class's rows (dense ``n_classes x s``), by one sparse indicator product (CSR
@@ -755,8 +805,44 @@ def class_sums(X: np.ndarray | sp.csr_matrix, labels: np.ndarray, n_classes: int
     indicator = sp.csr_matrix(
         (np.ones(labels.size), (labels, np.arange(labels.size))), shape=(n_classes, labels.size)
     )
-    sums = indicator @ X
-    return sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    return row_products(indicator, X)
+
+
+# Rows of float32 coordinates multiplied at a time by row_products: each block's float32 product
+# sums that many rows, and the blocks are summed in float64 (a float32 sum of a million rows
+# would keep about four digits).
+_FLOAT32_BLOCK_ROWS = 16_384
+
+
+def _float64_blocks(X: np.ndarray):
+    for start in range(0, X.shape[0], _FLOAT32_BLOCK_ROWS):
+        yield X[start:start + _FLOAT32_BLOCK_ROWS].astype(np.float64)
+
+
+def row_products(weights, X: np.ndarray | sp.csr_matrix,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    """``weights @ X[rows]`` as a dense float64 array (``weights``: dense or CSR over the rows
+    taken). On float32 ``X`` a float32 product per block of rows, the blocks summed in float64:
+    the float32 rows are read as they are (converting them would cost more than the product)."""
+    X_rows = X if rows is None else X[rows]
+    if sp.issparse(X_rows) or X_rows.dtype == np.float64:
+        product = weights @ X_rows
+        return product.toarray() if sp.issparse(product) else np.asarray(product)
+    out = np.zeros((weights.shape[0], X_rows.shape[1]))
+    for start in range(0, X_rows.shape[0], _FLOAT32_BLOCK_ROWS):
+        stop = start + _FLOAT32_BLOCK_ROWS
+        part = weights[:, start:stop].astype(np.float32) @ X_rows[start:stop]
+        out += part.toarray() if sp.issparse(part) else part
+    return out
+
+
+def centre_in_place(X: np.ndarray) -> np.ndarray:
+    """Subtract the column means (computed in float64) from float32 ``X`` in place and return
+    them: products of centred rows with a weight vector lose no digits to a large mean."""
+    mean = X.mean(axis=0, dtype=np.float64)
+    for start in range(0, X.shape[0], _FLOAT32_BLOCK_ROWS):
+        X[start:start + _FLOAT32_BLOCK_ROWS] -= mean.astype(X.dtype)
+    return mean
 
 
 def cluster_means(X: np.ndarray | sp.csr_matrix, labels: np.ndarray,
@@ -1001,6 +1087,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             spectral_start = spectral_partition(X, self.n_clusters, random_state=rng)
         self.nystrom_ = None
         self.kpca_ = None
+        shift = None  # subtracted from the coordinates fitted on (float32 ones)
         self.gamma_ = 0.0
         if self.kernel == "rbf":
             self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor,
@@ -1011,10 +1098,15 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, 0, None, f"{n_landmarks} Nystrom coordinates of the rbf kernel")
             self.nystrom_, X = NystromMap.fit_transform(
                 X, n_components=n_landmarks, kernel="rbf", gamma=self.gamma_,
-                random_state=rng)
+                random_state=rng, dtype=coordinates_dtype(X.shape[0], n_landmarks))
+            if X.dtype == np.float32:  # fitted on centred coordinates; the shift folded back
+                shift = centre_in_place(X)
             if self.kpca_components is not None:
                 self.kpca_ = PrincipalComponents.fit(X, self.kpca_components)
                 X = self.kpca_.transform(X)
+                if shift is not None:
+                    self.kpca_.mean = self.kpca_.mean + shift
+                    shift = None
         data = _Data.of(X)
         binary = self.n_clusters == 2
         step = 0
@@ -1082,6 +1174,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         # Back to input coordinates: f_p(x) = w_p.(x - mean)/radius + b_p.
         self.coef_ = result.w / data.radius
         self.intercept_ = result.b - self.coef_ @ data.mean
+        if shift is not None:
+            self.intercept_ -= self.coef_ @ shift
         self.labels_ = labels
         self.objective_ = float(result.objective)
         self.objective_history_ = [float(v) for v in result.history]

@@ -10,6 +10,7 @@ widths differently; the conversions are:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -301,6 +302,24 @@ def pivoted_cholesky(W: np.ndarray, relative_tol: float) -> tuple[np.ndarray, np
     return np.tril(factor)[:, :rank], pivots - 1
 
 
+# Rows of X mapped at once by NystromMap: a kernel block of this many rows by a few hundred
+# landmarks (about 20 MB at 300), however many rows there are.
+NYSTROM_CHUNK_ROWS = 8192
+# Up to this many features an RBF kernel block is filled from the row differences by a compiled
+# loop (:mod:`algorithms.kernels_compiled`), about twice as fast at 16; by 64 features the
+# expansion's matrix product is as fast.
+COMPILED_RBF_MAX_FEATURES = 16
+
+
+@functools.cache
+def compiled_rbf_block():
+    """:func:`algorithms.kernels_compiled.rbf_block`, loaded (numba imported on first use)."""
+    from algorithms.kernels_compiled import rbf_block
+
+    rbf_block(np.zeros((1, 1)), np.zeros((1, 1)), 1.0, np.empty((1, 1)))
+    return rbf_block
+
+
 @dataclass
 class NystromMap:
     """Explicit feature map ``phi(x) = K(x, landmarks) @ projection`` approximating a kernel.
@@ -337,9 +356,11 @@ class NystromMap:
         kernel: str = "rbf",
         gamma: float = 1.0,
         random_state: int | np.random.RandomState | None = None,
+        dtype: type = np.float64,
     ) -> tuple[NystromMap, np.ndarray]:
-        """The map and the features of ``X``: the landmarks' features are the Cholesky rows
-        themselves, so only the other points are evaluated against the landmarks."""
+        """The map and the features of ``X`` (of ``dtype``): the landmarks' features are the
+        Cholesky rows themselves, so only the other points are evaluated against the
+        landmarks."""
         rng = check_random_state(random_state)
         n = X.shape[0]
         m = min(n_components, n)
@@ -354,16 +375,39 @@ class NystromMap:
             projection = solve_triangular(factor[:rank], np.eye(rank), lower=True).T
         fmap = cls(np.asarray(landmarks[pivots[:rank]], dtype=np.float64), projection, kernel,
                    float(gamma))
-        features = np.empty((n, rank))
+        features = np.empty((n, rank), dtype=dtype)
         features[index[pivots]] = factor  # the landmarks' rows need no second kernel evaluation
         others = np.setdiff1d(np.arange(n), index, assume_unique=True)
-        if others.size:
-            features[others] = fmap.transform(X[others])
+        step = 8 * NYSTROM_CHUNK_ROWS  # rows gathered and scattered at once
+        for start in range(0, others.size, step):
+            rows = others[start:start + step]
+            features[rows] = fmap.transform(X[rows], dtype=dtype)
         return fmap, features
 
-    def transform(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
-        K = pairwise_kernel(X, self.landmarks, kernel=self.kernel, gamma=self.gamma)
-        return K @ self.projection
+    def transform(self, X: np.ndarray | sp.spmatrix, dtype: type = np.float64) -> np.ndarray:
+        """The features of ``X`` (of ``dtype``), a block of rows at a time: the kernel block is
+        the only temporary, so memory stays at the features' own ``n x m`` at any ``n``. An RBF
+        kernel on dense rows of at most ``COMPILED_RBF_MAX_FEATURES`` features is computed from
+        the differences (:func:`compiled_rbf_block`). float32 features are a float32 product
+        of the (float64) kernel block, half the memory and time of float64 ones."""
+        features = np.empty((X.shape[0], self.projection.shape[1]), dtype=dtype)
+        projection = self.projection.astype(dtype, copy=False)
+        compiled = (self.kernel == "rbf" and not sp.issparse(X)
+                    and X.shape[1] <= COMPILED_RBF_MAX_FEATURES)
+        if compiled:
+            X = np.ascontiguousarray(X, dtype=np.float64)
+            landmarks = np.ascontiguousarray(self.landmarks, dtype=np.float64)
+            K = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), landmarks.shape[0]))
+        for start in range(0, X.shape[0], NYSTROM_CHUNK_ROWS):
+            block = X[start:start + NYSTROM_CHUNK_ROWS]
+            if compiled:
+                rows = K[:block.shape[0]]
+                compiled_rbf_block()(block, landmarks, self.gamma, rows)
+            else:
+                rows = pairwise_kernel(block, self.landmarks, kernel=self.kernel,
+                                       gamma=self.gamma)
+            features[start:start + block.shape[0]] = rows.astype(dtype, copy=False) @ projection
+        return features
 
     def to_arrays(self, prefix: str = "nystrom_") -> dict[str, np.ndarray]:
         return {f"{prefix}landmarks": self.landmarks, f"{prefix}projection": self.projection}

@@ -121,6 +121,23 @@ def test_spectral_partition_above_its_sample_size_extends_a_sample_to_every_poin
     np.testing.assert_array_equal(spectral_partition(X, 2, random_state=0), labels)
 
 
+def test_kmeans_pool_above_its_sample_size_labels_every_point_by_its_nearest_centre(
+        monkeypatch):
+    # Above KMEANS_SAMPLE_SIZE the pool of k-means starts runs on a sample; every point then
+    # takes its nearest centre (forced here at 600 points of three separated blobs).
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics import adjusted_rand_score
+
+    import algorithms.selection.candidates as candidates
+
+    X, y = make_blobs(3000, centers=3, cluster_std=0.5, random_state=0)
+    monkeypatch.setattr(candidates, "KMEANS_SAMPLE_SIZE", 600)
+    [(labels, centres)] = candidates.kmeans_partitions(X, 3, n_partitions=1, random_state=0)
+    distances = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2)
+    np.testing.assert_array_equal(labels, distances.argmin(axis=1))
+    assert labels.shape == (3000,) and adjusted_rand_score(y, labels) >= 0.99
+
+
 @pytest.mark.parametrize("grid_step", [1.0, 0.5])
 def test_spectral_partition_of_data_on_a_grid_links_locations_not_copies(grid_step):
     # Two Gaussian blobs rounded to a grid: most rows repeat ten times or more, and over the

@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.datasets import make_blobs
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import adjusted_rand_score
 
 from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from algorithms.cpm3c import (
@@ -179,37 +181,44 @@ def test_sparse_and_dense_input_give_the_same_labels(digits, fitted_on_digits, n
     np.testing.assert_array_equal(sparse.predict(sp.csr_matrix(X)), dense.predict(X))
 
 
-def test_class_sums_linearization_matches_the_combination_matrix():
-    # Dense data with k > 2 sums each constraint's points per class (rival sums kept across
-    # calls); CSR data builds the (constraint, class) x point combination matrix. Same (G, d).
+@pytest.mark.parametrize("n_rows", [1, 4])
+def test_class_sums_linearization_matches_the_combination_matrix(n_rows):
+    # Dense data sums each constraint's points per class (k > 2) or per sign (binary form),
+    # kept across calls; CSR data builds the (constraint, class) x point combination matrix.
+    # Same (G, d), with the data far from the origin (the sums are centred afterwards).
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 5)) + 3.0
     dense, sparse = _Data.of(X), _Data.of(sp.csr_matrix(X))
-    constraints = [most_violated_constraint(rng.normal(size=(60, 4)))[0] for _ in range(3)]
-    F = rng.normal(size=(60, 4))
-    clamp = rng.integers(0, 4, size=60)
+    columns = n_rows
+    constraints = [most_violated_constraint(rng.normal(size=(60, columns)))[0]
+                   for _ in range(3)]
+    F = rng.normal(size=(60, columns))
+    clamp = rng.integers(0, max(n_rows, 2), size=60)
     for labels_clamp in (None, clamp):
-        G, d = linearized_constraints(dense, F, constraints, 4, labels_clamp)
-        G_ref, d_ref = linearized_constraints(sparse, F, constraints, 4, labels_clamp)
+        G, d = linearized_constraints(dense, F, constraints, n_rows, labels_clamp)
+        G_ref, d_ref = linearized_constraints(sparse, F, constraints, n_rows, labels_clamp)
         np.testing.assert_allclose(G, G_ref, rtol=1e-12, atol=1e-14)
         np.testing.assert_array_equal(d, d_ref)
         assert np.abs(G).max() > 0.01
-    # The kept sums grow with the working set, as in a solve.
     # The kept sums grow with the working set and follow the labels, as in a solve: a few
     # points change class (updated), then most of them (recomputed).
-    sums = _ConstraintSums(dense.augmented, 4)
-    linearized_constraints(dense, F, constraints[:2], 4, None, sums)
-    few = F.copy()
-    few[:5] = F[:5, ::-1]
-    for scores in (few, -F):
-        G, d = linearized_constraints(dense, scores, constraints, 4, None, sums)
-        G_ref, d_ref = linearized_constraints(sparse, scores, constraints, 4)
+    sums = _ConstraintSums(dense, n_rows)
+    linearized_constraints(dense, F, constraints[:2], n_rows, None, sums)
+    # The slacks from the sums need the iterate W whose scores they are.
+    w, b = rng.normal(size=(n_rows, 5)), rng.normal(size=n_rows)
+    W = np.hstack([w, b[:, None]]).ravel()
+    F_W = dense.scores(w, b)
+    few = F_W.copy()
+    few[:5] = F_W[:5, ::-1] if n_rows > 1 else -F_W[:5]
+    for scores in (few, F_W, -F_W):
+        G, d = linearized_constraints(dense, scores, constraints, n_rows, None, sums)
+        G_ref, d_ref = linearized_constraints(sparse, scores, constraints, n_rows)
         np.testing.assert_allclose(G, G_ref, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(d, d_ref, rtol=1e-15)
-        for labels_clamp in (None, clamp):
-            np.testing.assert_allclose(
-                constraint_slacks(scores, constraints, labels_clamp, sums),
-                constraint_slacks(scores, constraints, labels_clamp), rtol=1e-12, atol=1e-15)
+    for labels_clamp in (None, clamp):
+        np.testing.assert_allclose(
+            constraint_slacks(F_W, constraints, labels_clamp, sums, W),
+            constraint_slacks(F_W, constraints, labels_clamp), rtol=1e-12, atol=1e-14)
 
 
 def test_sparse_input_is_never_densified(monkeypatch):
@@ -427,3 +436,34 @@ def test_kernel_pca_truncation_keeps_the_leading_components_and_the_papers_width
     H = np.eye(n) - 1.0 / n
     top = np.sort(np.linalg.eigvalsh(H @ K @ H))[::-1][:20]
     np.testing.assert_allclose((Z**2).sum(axis=0), top, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kpca_components", [None, 20])
+def test_float32_coordinates_cluster_and_predict_as_float64_ones(monkeypatch, kpca_components):
+    # Large data keeps its Nystrom coordinates as float32, centred in place (FLOAT32_MIN_...):
+    # forced here at 3,000 noisy moons, the fit matches the float64 one and predict reproduces
+    # the labels, so the centring shift is folded back into the model.
+    import algorithms.cpm3c as cpm3c
+
+    X, y = make_moons(3000, noise=0.08, random_state=0)
+    params = {"n_clusters": 2, "random_state": 0, "kpca_components": kpca_components}
+    wide = CPM3C(**params).fit(X)
+    monkeypatch.setattr(cpm3c, "FLOAT32_MIN_COORDINATES", 1)
+    narrow = CPM3C(**params).fit(X)
+    assert adjusted_rand_score(y, narrow.labels_) >= adjusted_rand_score(y, wide.labels_) - 0.01
+    assert adjusted_rand_score(y, narrow.labels_) > 0.9 > adjusted_rand_score(
+        y, KMeans(2, n_init=10, random_state=0).fit_predict(X))
+    assert np.mean(narrow.predict(X) == narrow.labels_) >= 0.999
+
+
+def test_binary_form_keeps_its_sums_on_large_data(monkeypatch):
+    # From BINARY_SUMS_MIN_POINTS on, the binary form's QPs read kept sums instead of a
+    # combination product: forced at 2,000 points, the same labels as without.
+    import algorithms.cpm3c as cpm3c
+
+    X, y = make_moons(2000, noise=0.08, random_state=1)
+    plain = CPM3C(n_clusters=2, random_state=0).fit(X)
+    monkeypatch.setattr(cpm3c, "BINARY_SUMS_MIN_POINTS", 1)
+    kept = CPM3C(n_clusters=2, random_state=0).fit(X)
+    assert adjusted_rand_score(plain.labels_, kept.labels_) >= 0.99
+    assert adjusted_rand_score(y, kept.labels_) > 0.9

@@ -31,6 +31,11 @@ SPECTRAL_NEIGHBORS = 10
 # each point taking the cluster of its nearest sampled point: ARPACK's cost on the kNN graph grows
 # steeply with n when the graph has several components (one per well-separated cluster).
 SPECTRAL_SAMPLE_SIZE = 5000
+SPECTRAL_PROTOTYPES = 1000
+# Above this many points a pool of k-means starts is run on a uniform random sample of this size
+# and every point takes its nearest centre: the pool's n_init Lloyd runs over all n points would
+# cost more than the method they start, and a sample of this size places k centres as well.
+KMEANS_SAMPLE_SIZE = 10_000
 
 
 def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
@@ -156,6 +161,12 @@ def kmeans_partitions(X, n_clusters: int, *, n_init: int = 10, n_partitions: int
     pools cost three times as much and often return the same partition).
     """
     rng = check_random_state(random_state)
+    n = X.shape[0]
+    if n > KMEANS_SAMPLE_SIZE:  # the pool on a sample, every point to its nearest centre
+        sample = np.sort(rng.choice(n, size=KMEANS_SAMPLE_SIZE, replace=False))
+        pool = kmeans_partitions(X[sample], n_clusters, n_init=n_init,
+                                 n_partitions=n_partitions, random_state=rng)
+        return [(nearest_centre(X, centres), centres) for _, centres in pool]
     if n_partitions == 1:  # one KMeans call with n_init runs: half the cost of n_init calls
         return [kmeans_labels(X, n_clusters, n_init=n_init, random_state=rng)]
     runs = kmeans_runs(X, n_clusters, n_init=n_init, random_state=rng)
@@ -167,6 +178,20 @@ def kmeans_partitions(X, n_clusters: int, *, n_init: int = 10, n_partitions: int
             seen.add(key)
             partitions.append((labels, centres))
     return partitions
+
+
+def nearest_centre(X, centres: np.ndarray, *, chunk_rows: int = 65_536) -> np.ndarray:
+    """The index of each row's nearest centre (dense or CSR ``X``), in chunks of rows so that
+    the distance block stays small at any ``n``."""
+    centres = np.asarray(centres, dtype=np.float64)
+    centre_sq = np.einsum("ij,ij->i", centres, centres)
+    labels = np.empty(X.shape[0], dtype=np.int64)
+    for start in range(0, X.shape[0], chunk_rows):
+        block = X[start:start + chunk_rows]
+        # |x|^2 is the same for every centre of a row: it does not change the argmin
+        distances = centre_sq[None, :] - 2.0 * np.asarray(block @ centres.T)
+        labels[start:start + chunk_rows] = np.argmin(distances, axis=1)
+    return labels
 
 
 def partition_key(labels: np.ndarray) -> bytes:
@@ -189,8 +214,8 @@ def spectral_partition(
     k-means on its ``n_clusters`` leading eigenvectors (the construction of scikit-learn's
     ``SpectralClustering(affinity="nearest_neighbors")``). Dense data are centred first, so the
     neighbour search is exact at any offset. Above ``SPECTRAL_SAMPLE_SIZE`` points the graph is
-    that of a uniform random sample, and every point takes the cluster of its nearest sampled
-    point.
+    that of a uniform random sample, and every other point takes the cluster of its nearest
+    prototype, ``SPECTRAL_PROTOTYPES`` of the sampled points.
     """
     n = X.shape[0]
     rng = check_random_state(random_state)
@@ -199,9 +224,16 @@ def spectral_partition(
         return _spectral_labels(X, n_clusters, n_neighbors, rng)
     sample = np.sort(rng.choice(n, size=SPECTRAL_SAMPLE_SIZE, replace=False))
     labels = _spectral_labels(X[sample], n_clusters, n_neighbors, rng)
-    nearest = NearestNeighbors(n_neighbors=1).fit(X[sample]).kneighbors(
+    # The rest take the cluster of their nearest prototype, a uniform subset of the sample: a
+    # neighbour search among all of it costs n x SPECTRAL_SAMPLE_SIZE distances, which on more
+    # than a few features no tree prunes.
+    prototypes = np.sort(rng.choice(SPECTRAL_SAMPLE_SIZE, size=SPECTRAL_PROTOTYPES,
+                                    replace=False))
+    nearest = NearestNeighbors(n_neighbors=1).fit(X[sample[prototypes]]).kneighbors(
         X, return_distance=False)[:, 0]
-    return labels[nearest]
+    result = labels[prototypes][nearest]
+    result[sample] = labels
+    return result
 
 
 def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: int,
