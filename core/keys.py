@@ -15,6 +15,10 @@ class Keys:
         return f"{cls.prefix}:dataset:{dataset_id}"
 
     @classmethod
+    def upload(cls, upload_id: str) -> str:
+        return f"{cls.prefix}:upload:{upload_id}"
+
+    @classmethod
     def job(cls, job_id: str) -> str:
         return f"{cls.prefix}:job:{job_id}"
 

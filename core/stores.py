@@ -133,6 +133,134 @@ class DatasetStore:
         return None if size < 0 else size
 
 
+class UploadError(ValueError):
+    """A part or completion of an upload that cannot be taken; ``code`` says which rule."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
+class UploadStore:
+    """A dataset sent in parts, for matrices larger than one request body: each part is a block
+    of rows stored under its index (sending an index again replaces it, so a retried request is
+    harmless), and completing the upload joins parts ``0..k-1`` into one dataset of
+    :class:`DatasetStore` and deletes the parts (a repeated completion answers with the same
+    dataset). One hash per upload, with the upload's lifetime; a part is ``.npz`` bytes like a
+    dataset."""
+
+    MAX_PARTS = 10_000
+
+    def __init__(self, redis: Redis, datasets: DatasetStore, ttl_seconds: int):
+        self.redis = redis
+        self.datasets = datasets
+        self.ttl = ttl_seconds
+
+    def open(self, owner: str) -> dict[str, Any]:
+        upload_id = uuid.uuid4().hex
+        created_at = time.time()
+        key = Keys.upload(upload_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={"owner": owner, "created_at": created_at})
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+        return self._description(upload_id, created_at, {}, None, self.ttl)
+
+    def _fields(self, upload_id: str, owner: str) -> dict[bytes, bytes] | None:
+        """The upload's row counts and settings (not its parts), or None when it is unknown,
+        has expired or is another tenant's."""
+        key = Keys.upload(upload_id)
+        names = [name for name in self.redis.hkeys(key) if not name.startswith(b"part:")]
+        values = dict(zip(names, self.redis.hmget(key, names), strict=True)) if names else {}
+        if (values.get(b"owner") or b"\0").decode() != owner:
+            return None
+        return values
+
+    @staticmethod
+    def _rows(fields: dict[bytes, bytes]) -> dict[int, int]:
+        return {int(name[5:]): int(value) for name, value in fields.items()
+                if name.startswith(b"rows:")}
+
+    def _description(self, upload_id: str, created_at: float, rows: dict[int, int],
+                     n_features: int | None, ttl: int) -> dict[str, Any]:
+        return {"id": upload_id, "parts": sorted(rows), "n_samples": sum(rows.values()),
+                "n_features": n_features, "created_at": created_at, "expires_in_seconds": ttl}
+
+    def describe(self, upload_id: str, owner: str) -> dict[str, Any] | None:
+        fields = self._fields(upload_id, owner)
+        if fields is None:
+            return None
+        n_features = fields.get(b"n_features")
+        return self._description(upload_id, float(fields[b"created_at"]), self._rows(fields),
+                                 None if n_features is None else int(n_features),
+                                 int(self.redis.ttl(Keys.upload(upload_id))))
+
+    def put_part(self, upload_id: str, owner: str, index: int, X: np.ndarray,
+                 max_values: int) -> dict[str, Any] | None:
+        """Store rows ``X`` as part ``index``; None when the upload is unknown. Raises
+        :class:`UploadError` for a part whose columns differ from the first part's, or that
+        would take the upload over ``max_values`` values."""
+        fields = self._fields(upload_id, owner)
+        if fields is None:
+            return None
+        if b"dataset_id" in fields:
+            raise UploadError(f"upload {upload_id} is complete: open a new one to send more "
+                              "rows", "completed")
+        n_features = int(fields.get(b"n_features", X.shape[1]))
+        if X.shape[1] != n_features:
+            raise UploadError(f"part {index} has {X.shape[1]} columns; the upload's parts have "
+                                f"{n_features}", "columns_differ")
+        rows = self._rows(fields)
+        rows[index] = X.shape[0]
+        if sum(rows.values()) * n_features > max_values:
+            raise UploadError(f"{sum(rows.values())} x {n_features} values would exceed "
+                                f"MMC_MAX_POINTS_X_FEATURES={max_values}", "too_many_values")
+        key = Keys.upload(upload_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={f"part:{index}": arrays_to_npz_bytes({"X": X}),
+                                    f"rows:{index}": X.shape[0], "n_features": n_features})
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+        return self._description(upload_id, float(fields[b"created_at"]), rows, n_features,
+                                 self.ttl)
+
+    def complete(self, upload_id: str, owner: str) -> tuple[dict[str, Any], bool] | None:
+        """Join the parts into a dataset (as :meth:`DatasetStore.put`) and delete the upload;
+        None when it is unknown. Raises :class:`UploadError` when no part was sent or an
+        index below the largest is missing."""
+        fields = self._fields(upload_id, owner)
+        if fields is None:
+            return None
+        if b"dataset_id" in fields:  # completed before: a retried request gets the same answer
+            description = self.datasets.describe(fields[b"dataset_id"].decode(), owner)
+            return None if description is None else (description, False)
+        rows = self._rows(fields)
+        if not rows:
+            raise UploadError("the upload has no parts; send them before completing it",
+                                "no_parts")
+        missing = sorted(set(range(max(rows) + 1)) - set(rows))
+        if missing:
+            raise UploadError(f"parts {missing[:10]} are missing (parts are numbered from 0 "
+                                "without gaps)", "parts_missing")
+        key = Keys.upload(upload_id)
+        payloads = self.redis.hmget(key, [f"part:{index}" for index in range(len(rows))])
+        X = np.concatenate([npz_bytes_to_arrays(payload)["X"] for payload in payloads])
+        del payloads
+        stored = self.datasets.put(X, owner=owner)
+        with self.redis.pipeline() as pipe:  # the parts go; the answer stays for a retry
+            pipe.delete(key)
+            pipe.hset(key, mapping={"owner": owner, "created_at": fields[b"created_at"],
+                                    "dataset_id": stored[0]["id"]})
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+        return stored
+
+    def delete(self, upload_id: str, owner: str) -> bool:
+        if self._fields(upload_id, owner) is None:
+            return False
+        return bool(self.redis.delete(Keys.upload(upload_id)))
+
+
 # ---------------------------------------------------------------------------------------------
 
 # Atomic "move from one of these statuses to that one, and set these fields": the worker, the API
@@ -523,6 +651,7 @@ class Stores:
     def __init__(self, redis: Redis, settings: Settings):
         self.redis = redis
         self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds)
+        self.uploads = UploadStore(redis, self.datasets, settings.dataset_ttl_seconds)
         self.jobs = JobStore(redis, settings.job_ttl_seconds)
         self.models = ModelStore(redis, settings.model_ttl_seconds)
         self.idempotency = IdempotencyStore(redis, settings.idempotency_ttl_seconds)

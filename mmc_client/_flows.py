@@ -24,6 +24,9 @@ from mmc_client.errors import JobFailedError, JobTimeoutError, MMCError
 FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 # Matrices with more values than this go up once as .npy (POST /v1/datasets) instead of JSON.
 INLINE_MAX_VALUES = 50_000
+# Matrices larger than this go up in parts of about this size (POST /v1/datasets/uploads).
+PART_BYTES = 32 * 2**20
+PART_TIMEOUT = 120.0  # seconds for one part, or for joining the parts, to be answered
 LONG_POLL_SECONDS = 30.0  # the service accepts up to 60
 RETRIES = 4  # per request, on a lost connection, 429, 502, 503 and 504
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 5.0
@@ -130,9 +133,24 @@ def npy_bytes(X: Any) -> bytes:
 
 
 def upload(X: Any) -> Flow:
-    """``POST /v1/datasets`` as ``.npy``; returns the dataset id."""
-    response = yield from request(Call("POST", "/v1/datasets", content=npy_bytes(X),
-                                       headers={"Content-Type": "application/x-npy"}))
+    """``POST /v1/datasets`` as ``.npy``; returns the dataset id. A matrix of more than
+    ``PART_BYTES`` goes up in parts of about that size (``POST /v1/datasets/uploads``), each
+    below the service's default request body limit (64 MiB)."""
+    matrix = as_matrix(X)
+    npy = {"Content-Type": "application/x-npy"}
+    if matrix.nbytes <= PART_BYTES:
+        response = yield from request(Call("POST", "/v1/datasets", content=npy_bytes(matrix),
+                                           headers=npy))
+        return response.json()["id"]
+    response = yield from request(Call("POST", "/v1/datasets/uploads"))
+    path = f"/v1/datasets/uploads/{response.json()['id']}"
+    rows = max(1, PART_BYTES // max(matrix.shape[1] * 8, 1))
+    for index, start in enumerate(range(0, matrix.shape[0], rows)):
+        # PUT of one index is idempotent: a retried part replaces itself
+        yield from request(Call("PUT", f"{path}/parts/{index}",
+                                content=npy_bytes(matrix[start:start + rows]), headers=npy,
+                                timeout=PART_TIMEOUT))
+    response = yield from request(Call("POST", f"{path}/complete", timeout=PART_TIMEOUT))
     return response.json()["id"]
 
 

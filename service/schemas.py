@@ -21,6 +21,8 @@ DatasetId = Annotated[
 JobIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a job.")]
 ModelIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN, description="Id of a model.")]
 DatasetIdPath = Annotated[str, Path(pattern=DATASET_ID_PATTERN, description="Id of a dataset.")]
+UploadIdPath = Annotated[str, Path(pattern=RECORD_ID_PATTERN,
+                                   description="Id of an upload in parts.")]
 
 
 class _Strict(BaseModel):
@@ -143,6 +145,15 @@ class DatasetResource(BaseModel):
     n_samples: int
     n_features: int
     stored_bytes: int
+    created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
+    expires_in_seconds: int
+
+
+class UploadResource(BaseModel):
+    id: str
+    parts: list[int] = Field(description="Indices of the parts stored so far.")
+    n_samples: int = Field(description="Rows in the parts stored so far.")
+    n_features: int | None = Field(description="Columns of every part; null before the first.")
     created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
     expires_in_seconds: int
 

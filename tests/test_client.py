@@ -13,7 +13,7 @@ import pytest
 from sklearn.datasets import load_digits, make_blobs
 
 from algorithms.base import clustering_error, npz_bytes_to_arrays
-from algorithms.registry import model_from_export
+from algorithms.registry import get_spec, model_from_export
 from mmc.cli import main
 from mmc_client import AsyncClient, Client, JobFailedError, JobTimeoutError, MMCError, Result
 from tests.conftest import TENANT_KEYS
@@ -157,6 +157,29 @@ def test_submit_upload_wait_result_and_failed_jobs(client):
     client.cancel(canceled["id"])
     with pytest.raises(JobFailedError, match="canceled"):
         client.result(canceled["id"])
+
+
+def test_a_matrix_larger_than_a_part_goes_up_in_parts(client, monkeypatch):
+    # Parts of 4 KiB (256 rows of 2 values): 1,200 x 2 goes up in five parts.
+    import mmc_client._flows as flows
+
+    monkeypatch.setattr(flows, "PART_BYTES", 4096)
+    sent = []
+    request = flows.request
+
+    def recorded(call, **options):
+        sent.append((call.method, call.path.rsplit("/", 2)[-2:]))
+        return (yield from request(call, **options))
+
+    monkeypatch.setattr(flows, "request", recorded)
+    X, _ = make_blobs(n_samples=1200, centers=2, random_state=5)
+    dataset_id = client.upload(X)
+    assert [method for method, _ in sent] == ["POST"] + ["PUT"] * 5 + ["POST"]
+    assert [tail for _, tail in sent[1:6]] == [["parts", str(i)] for i in range(5)]
+    job = client.submit(dataset_id=dataset_id, algorithm="itersvr", random_state=0)
+    assert client.wait(job["id"], timeout=120)["status"] == "succeeded"
+    local = get_spec("itersvr").build({"n_clusters": 2, "random_state": 0}).fit(X)
+    np.testing.assert_array_equal(client.result(job["id"]).labels, local.labels_)
 
 
 def test_sequences_cluster_and_predict(client):

@@ -322,6 +322,42 @@ def test_dataset_uploads_are_content_addressed_across_formats(service_url):
                               headers={"content-type": "application/x-npy"}), 422, ".npy")
 
 
+def test_a_matrix_larger_than_one_body_goes_up_in_parts(service_url):
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    opened = httpx.post(f"{service_url}/v1/datasets/uploads")
+    assert opened.status_code == 201, opened.text
+    path = opened.headers["location"]
+    assert path == f"/v1/datasets/uploads/{opened.json()['id']}"
+    url = f"{service_url}{path}"
+    npy = {"content-type": "application/x-npy"}
+    # Parts in any order, any format; sending an index again replaces it.
+    assert httpx.put(f"{url}/parts/1", content=_npy_bytes(X[10:25]), headers=npy).is_success
+    assert httpx.put(f"{url}/parts/1", content=_npy_bytes(X[10:20]), headers=npy).is_success
+    assert_problem(httpx.post(f"{url}/complete"), 409, "missing")
+    assert httpx.put(f"{url}/parts/0", json={"X": X[:10].tolist()}).is_success
+    assert_problem(httpx.put(f"{url}/parts/2", content=_npy_bytes(X[20:, :2]), headers=npy),
+                   422, "columns")
+    state = httpx.put(f"{url}/parts/2", content=_npy_bytes(X[20:]), headers=npy).json()
+    assert (state["parts"], state["n_samples"], state["n_features"]) == ([0, 1, 2], 30, 3)
+    assert httpx.get(url).json()["parts"] == [0, 1, 2]
+    completed = httpx.post(f"{url}/complete")
+    assert completed.status_code == 201, completed.text
+    # The dataset is the rows in part order: the same content id as one upload of X.
+    whole = httpx.post(f"{service_url}/v1/datasets", content=_npy_bytes(X), headers=npy)
+    assert (whole.status_code, whole.json()["id"]) == (200, completed.json()["id"])
+    # A retried completion gets the same answer; no part can be added any more.
+    again = httpx.post(f"{url}/complete")
+    assert (again.status_code, again.json()["id"]) == (200, completed.json()["id"])
+    assert_problem(httpx.put(f"{url}/parts/3", content=_npy_bytes(X), headers=npy), 409,
+                   "complete")
+    # An empty upload cannot complete; a deleted or unknown one is a 404.
+    empty = f"{service_url}{httpx.post(f'{service_url}/v1/datasets/uploads').headers['location']}"
+    assert_problem(httpx.post(f"{empty}/complete"), 409, "no parts")
+    assert httpx.delete(empty).status_code == 204
+    assert_problem(httpx.get(empty), 404, "upload")
+    assert_problem(httpx.put(f"{empty}/parts/0", content=_npy_bytes(X), headers=npy), 404)
+
+
 def test_jobs_are_listed_newest_first(service_url):
     first = submit_job(service_url, blobs_payload(seed=7))
     second = submit_job(service_url, blobs_payload(seed=8))

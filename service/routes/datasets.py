@@ -4,15 +4,22 @@ import logging
 from pathlib import PurePath
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from core.records import iso_time
+from core.stores import UploadError, UploadStore
 from service.deps import api_key_header, bearer, owner
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
-from service.schemas import DatasetIdPath, DatasetJSON, DatasetResource
+from service.schemas import (
+    DatasetIdPath,
+    DatasetJSON,
+    DatasetResource,
+    UploadIdPath,
+    UploadResource,
+)
 
 log = logging.getLogger("service.audit")
 
@@ -51,13 +58,18 @@ def _parse(kind: str, payload: bytes, max_values: int):
     return parse_npy(payload, max_values)
 
 
-def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[dict, bool]:
+def _matrix(request: Request, kind: str, payload: bytes):
     limit = request.app.state.settings.max_points_x_features
     X = _parse(kind, payload, limit)
-    del payload
     if X.size > limit:
         raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
                                        f"MMC_MAX_POINTS_X_FEATURES={limit}", "too_many_values")
+    return X
+
+
+def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[dict, bool]:
+    X = _matrix(request, kind, payload)
+    del payload
     return request.app.state.stores.datasets.put(X, owner=caller)
 
 
@@ -93,7 +105,23 @@ _LINKS = links("dataset_id", "$response.body#/id", "get_dataset")
 async def upload_dataset(request: Request, response: Response,
                          caller: Annotated[str, Depends(owner)]):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
-    multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate."""
+    multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate. A matrix
+    larger than one request body goes up in parts (``POST /v1/datasets/uploads``)."""
+    kind, payload = await _body(request)
+    # Parsing, hashing and storing are CPU and Redis work: off the event loop.
+    description, created = await run_in_threadpool(_store, request, kind, payload, caller)
+    return _dataset_answer(response, description, created)
+
+
+def _dataset_answer(response: Response, description: dict, created: bool) -> dict:
+    description = {**description, "created_at": iso_time(description["created_at"])}
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"/v1/datasets/{description['id']}"
+    return description
+
+
+async def _body(request: Request) -> tuple[str, bytes]:
+    """The matrix body's kind (json, csv, npy) and bytes, from a plain or multipart body."""
     content_type = request.headers.get("content-type", "")
     if media_type(content_type) == "multipart/form-data":
         form = await request.form()
@@ -109,12 +137,108 @@ async def upload_dataset(request: Request, response: Response,
     if kind is None:
         raise ProblemError(415, "send application/json, text/csv, application/x-npy or a "
                                 "multipart file (.json, .csv, .npy)")
-    # Parsing, hashing and storing are CPU and Redis work: off the event loop.
-    description, created = await run_in_threadpool(_store, request, kind, payload, caller)
-    description = {**description, "created_at": iso_time(description["created_at"])}
-    response.status_code = 201 if created else 200
-    response.headers["Location"] = f"/v1/datasets/{description['id']}"
-    return description
+    return kind, payload
+
+
+# Uploads in parts: a matrix larger than MMC_MAX_BODY_BYTES is sent as blocks of rows. These
+# routes come before /{dataset_id}, which would otherwise take "uploads" for a dataset id.
+
+_UPLOAD_LOCATION = {"Location": header("Path of the upload, /v1/datasets/uploads/{id}.")}
+
+
+def _uploads(request: Request) -> UploadStore:
+    return request.app.state.stores.uploads
+
+
+def _upload_answer(description: dict | None, upload_id: str) -> dict:
+    if description is None:
+        raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
+    return {**description, "created_at": iso_time(description["created_at"])}
+
+
+@router.post("/uploads", status_code=201, response_model=UploadResource,
+             responses={201: {"description": "Opened: send its parts, then complete it.",
+                              "headers": _UPLOAD_LOCATION},
+                        **problem_responses()})
+def open_upload(request: Request, response: Response,
+                caller: Annotated[str, Depends(owner)]):
+    """Open an upload in parts, for a matrix larger than one request body
+    (``MMC_MAX_BODY_BYTES``): ``PUT`` its blocks of rows as parts ``0, 1, ...`` in any order,
+    then ``POST .../complete`` to store the dataset. It expires as a dataset does."""
+    description = _uploads(request).open(caller)
+    response.headers["Location"] = f"/v1/datasets/uploads/{description['id']}"
+    return _upload_answer(description, description["id"])
+
+
+@router.get("/uploads/{upload_id}", response_model=UploadResource,
+            responses=problem_responses(404, 422))
+def get_upload(upload_id: UploadIdPath, request: Request,
+               caller: Annotated[str, Depends(owner)]):
+    """The parts stored so far."""
+    return _upload_answer(_uploads(request).describe(upload_id, caller), upload_id)
+
+
+def _put_part(request: Request, upload_id: str, index: int, kind: str, payload: bytes,
+              caller: str) -> dict | None:
+    X = _matrix(request, kind, payload)
+    del payload
+    try:
+        return _uploads(request).put_part(upload_id, caller, index, X,
+                                          request.app.state.settings.max_points_x_features)
+    except UploadError as problem:
+        if problem.code == "completed":
+            raise ProblemError(409, str(problem)) from None
+        raise field_error(422, "body", str(problem), problem.code) from None
+
+
+@router.put("/uploads/{upload_id}/parts/{index}", response_model=UploadResource,
+            openapi_extra=_UPLOAD_BODY, responses=problem_responses(404, 409, 413, 415, 422))
+async def put_upload_part(upload_id: UploadIdPath,
+                          index: Annotated[int, Path(ge=0, lt=UploadStore.MAX_PARTS,
+                                                     description="The part's place, from 0.")],
+                          request: Request, caller: Annotated[str, Depends(owner)]):
+    """Store a block of rows as part ``index`` (any format of ``POST /v1/datasets``); sending
+    an index again replaces that part. Every part has the first part's number of columns."""
+    kind, payload = await _body(request)
+    description = await run_in_threadpool(_put_part, request, upload_id, index, kind, payload,
+                                          caller)
+    return _upload_answer(description, upload_id)
+
+
+def _complete(request: Request, upload_id: str, caller: str) -> tuple[dict, bool] | None:
+    try:
+        return _uploads(request).complete(upload_id, caller)
+    except UploadError as problem:
+        raise ProblemError(409, str(problem)) from None
+
+
+@router.post("/uploads/{upload_id}/complete", status_code=201, response_model=DatasetResource,
+             responses={
+                 201: {"description": "Stored as a dataset; the upload is gone.",
+                       "headers": _LOCATION, "links": _LINKS},
+                 200: {"description": "Already stored by this tenant (same content): its "
+                                      "lifetime is renewed.", "model": DatasetResource,
+                       "headers": _LOCATION, "links": _LINKS},
+                 **problem_responses(404, 409, 422)})
+async def complete_upload(upload_id: UploadIdPath, request: Request, response: Response,
+                          caller: Annotated[str, Depends(owner)]):
+    """Join parts ``0..k-1`` into one dataset (its rows in part order) and delete the upload.
+    A 409 when no part was sent or one below the last is missing."""
+    stored = await run_in_threadpool(_complete, request, upload_id, caller)
+    if stored is None:
+        raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
+    return _dataset_answer(response, *stored)
+
+
+@router.delete("/uploads/{upload_id}", status_code=204, response_class=Response,
+               responses={204: {"description": "Deleted with its parts."},
+                          **problem_responses(404, 422)})
+def delete_upload(upload_id: UploadIdPath, request: Request,
+                  caller: Annotated[str, Depends(owner)]):
+    """Abandon an upload: its parts are deleted now."""
+    if not _uploads(request).delete(upload_id, caller):
+        raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
+    return Response(status_code=204)
 
 
 @router.get("/{dataset_id}", response_model=DatasetResource,
