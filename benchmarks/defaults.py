@@ -1,7 +1,8 @@
 """Defaults against scikit-learn's clusterers: only ``n_clusters`` and ``random_state`` given.
 
 Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout | --sweep]``;
-``--at-scale 5000 50000`` prints ARI and seconds on larger data (``large_sets``) beside k-means,
+``--at-scale 1000000`` prints ARI, seconds and peak memory on larger data (``large_sets``), each
+fit in its own process, beside k-means and MiniBatchKMeans;
 ``--grid 500 2000`` the same on data with repeated rows (``grid_sets``).
 
 A user of the service sends data and ``n_clusters``. This script runs every clustering algorithm
@@ -24,13 +25,16 @@ noise, sizes, scales and offsets, and more standardized real data); no default w
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.cluster import AgglomerativeClustering, KMeans, SpectralClustering
+from sklearn.cluster import AgglomerativeClustering, KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.datasets import (
     load_breast_cancer,
     load_digits,
@@ -257,13 +261,11 @@ def summary(scores: dict[str, list[Score]], algorithms: list[str]) -> list[str]:
 
 
 def large_sets(n: int) -> list[ClusteringSet]:
-    """Data for seconds and ARI against n: noisy moons, four 2-D blobs of which two overlap
-    (k-means ARI 0.83) and four blobs in 64 dimensions, unscaled."""
-    moons = make_moons(n, noise=0.05, random_state=0)
-    blobs = make_blobs(n, n_features=2, centers=4, random_state=0)
-    wide = make_blobs(n, n_features=64, centers=4, random_state=0)
-    return [ClusteringSet("noisy moons", *moons), ClusteringSet("4 blobs, 2-D", *blobs),
-            ClusteringSet("4 blobs, 64-D", *wide)]
+    """Data for seconds, ARI and memory against n: noisy moons (noise 0.08, k-means ARI about
+    0.26) and four separated blobs in 16 dimensions, unscaled."""
+    moons = make_moons(n, noise=0.08, random_state=0)
+    wide = make_blobs(n, n_features=16, centers=4, random_state=0)
+    return [ClusteringSet("noisy moons", *moons), ClusteringSet("4 blobs, 16-D", *wide)]
 
 
 def grid_sets(n: int) -> list[ClusteringSet]:
@@ -298,29 +300,61 @@ def many_cluster_sets(n_clusters: int, size: int = 20) -> list[ClusteringSet]:
 
 def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,
              make_sets: Callable[[int], list[ClusteringSet]] = large_sets,
-             peers: tuple[str, ...] = ("k-means",)) -> None:
+             peers: tuple[str, ...] = ("k-means",), in_processes: bool = False) -> None:
     """Print, row by row, a Markdown table of ARI (seconds) of the scikit-learn ``peers`` and of
     each algorithm with its defaults on ``make_sets(size)`` (:func:`large_sets`) at every size;
     an algorithm is skipped above the service's limit for it. The ``n`` column is the number of
-    points."""
+    points. ``in_processes``: each fit in a fresh process of its own, whose peak resident memory
+    (data, imports and fit) is printed too, with each fit's seconds over k-means'."""
     from algorithms.registry import get_spec
 
-    clusterers = {**{name: scikit_learn_peers()[name] for name in peers},
+    clusterers = {**{name: peer_clusterer(name) for name in peers},
                   **{name: registry_clusterer(name) for name in algorithms}}
     limits = {name: get_spec(name).max_n_for(get_spec(name).params_model())
               for name in algorithms}
     print("| set | n | " + " | ".join(clusterers) + " |\n|---|---|" + "---|" * len(clusterers))
     for n in sizes:
         for data in make_sets(n):
-            cells = []
+            cells, kmeans_seconds = [], None
             for name, clusterer in clusterers.items():
                 if data.y.size > limits.get(name, data.y.size):
                     cells.append("above max_n")
                     continue
-                result = score(clusterer, data, seed)
-                cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s)"
-                             + (" !" if result.error else ""))
+                if not in_processes:
+                    result = score(clusterer, data, seed)
+                    cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s)"
+                                 + (" !" if result.error else ""))
+                    continue
+                result, peak = score_in_process(name, data, seed)
+                kmeans_seconds = kmeans_seconds or (result.seconds if name == "k-means" else None)
+                ratio = f", {result.seconds / kmeans_seconds:.1f}x" if kmeans_seconds else ""
+                cells.append(f"{result.ari:.3f} ({result.seconds:.1f} s{ratio}, "
+                             f"{peak / 2**30:.2f} GB)" + (" !" if result.error else ""))
             print(f"| {data.name} | {data.y.size:,} | " + " | ".join(cells) + " |", flush=True)
+
+
+def peer_clusterer(name: str) -> Clusterer:
+    """A scikit-learn peer by name: those of :func:`scikit_learn_peers` and MiniBatchKMeans."""
+    if name == "minibatch k-means":
+        return lambda X, k, seed: MiniBatchKMeans(k, random_state=seed).fit_predict(X)
+    return scikit_learn_peers()[name]
+
+
+def _score_here(name: str, data: ClusteringSet, seed: int) -> tuple[Score, int]:
+    """:func:`score` of the clusterer ``name`` in this (fresh) process, and the process's peak
+    resident memory in bytes."""
+    clusterer = (registry_clusterer(name) if name in clustering_algorithms()
+                 else peer_clusterer(name))
+    result = score(clusterer, data, seed)
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def score_in_process(name: str, data: ClusteringSet, seed: int) -> tuple[Score, int]:
+    """:func:`score` in a fresh process (spawned, so it shares no memory with this one) and its
+    peak resident memory."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(_score_here, name, data, seed).result()
 
 
 def main() -> None:
@@ -332,7 +366,8 @@ def main() -> None:
                         help="the 36 sweep sets instead (sweep_sets)")
     parser.add_argument("--seed", type=int, default=0, help="random_state of every clusterer")
     parser.add_argument("--at-scale", nargs="+", type=int, metavar="N",
-                        help="instead: ARI and seconds on large_sets at these sizes (k-means too)")
+                        help="instead: ARI, seconds and peak memory on large_sets at these sizes, "
+                        "each fit in its own process (k-means and MiniBatchKMeans too)")
     parser.add_argument("--grid", nargs="+", type=int, metavar="N",
                         help="instead: ARI and seconds on grid_sets at these sizes (k-means too)")
     parser.add_argument("--many-clusters", nargs="+", type=int, metavar="K",
@@ -347,7 +382,8 @@ def main() -> None:
     page, module = docs_pages.DOCS / "defaults.md", "benchmarks.defaults"
     if args.at_scale:
         with docs_pages.record(args.write_docs, page, "defaults-at-scale", module):
-            at_scale(algorithms, args.at_scale, seed=args.seed)
+            at_scale(algorithms, args.at_scale, seed=args.seed,
+                     peers=("k-means", "minibatch k-means"), in_processes=True)
         return
     if args.grid:
         with docs_pages.record(args.write_docs, page, "defaults-grid", module):
