@@ -1098,7 +1098,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, 0, None, f"{n_landmarks} Nystrom coordinates of the rbf kernel")
             self.nystrom_, X = NystromMap.fit_transform(
                 X, n_components=n_landmarks, kernel="rbf", gamma=self.gamma_,
-                random_state=rng, dtype=coordinates_dtype(X.shape[0], n_landmarks))
+                random_state=rng, dtype=coordinates_dtype(X.shape[0], n_landmarks),
+                on_rows=lambda done, total: report(
+                    progress, 0, None, f"Nystrom coordinates of {done:,} of {total:,} points"))
             if X.dtype == np.float32:  # fitted on centred coordinates; the shift folded back
                 shift = centre_in_place(X)
             if self.kpca_components is not None:
@@ -1113,6 +1115,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         result, labels, best_key, eliminated = None, None, None, None
         result_held: _HeldFit | None = None  # the held phase of the run kept, if it emptied any
         fewest_emptied: _HeldFit | None = None  # the held phase that kept the most clusters
+        report(progress, 0, None, f"{self.n_init} k-means runs for starting partitions")
         starts = self._starts(X, spectral_start, rng)
         n_runs = len(starts)
         for restart, (start_labels, centroids) in enumerate(starts):

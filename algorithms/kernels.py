@@ -11,6 +11,9 @@ widths differently; the conversions are:
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -303,12 +306,50 @@ def pivoted_cholesky(W: np.ndarray, relative_tol: float) -> tuple[np.ndarray, np
 
 
 # Rows of X mapped at once by NystromMap: a kernel block of this many rows by a few hundred
-# landmarks (about 20 MB at 300), however many rows there are.
-NYSTROM_CHUNK_ROWS = 8192
+# landmarks (about 40 MB at 300), however many rows there are.
+NYSTROM_CHUNK_ROWS = 16_384
 # Up to this many features an RBF kernel block is filled from the row differences by a compiled
 # loop (:mod:`algorithms.kernels_compiled`), about twice as fast at 16; by 64 features the
 # expansion's matrix product is as fast.
 COMPILED_RBF_MAX_FEATURES = 16
+
+
+def rbf_block_in_threads(X: np.ndarray, YT: np.ndarray, gamma: float, out: np.ndarray) -> None:
+    """:func:`compiled_rbf_block` (``YT``: the rows of ``Y`` as columns) on every core."""
+    _in_bands(compiled_rbf_block(), X, (YT, gamma), out)
+
+
+def rbf_sums(X: np.ndarray, Y: np.ndarray, gamma: float, weights: np.ndarray) -> np.ndarray:
+    """``sum_j weights[j] exp(-gamma |X_i - Y_j|^2)`` per row of dense ``X`` with at most
+    ``COMPILED_RBF_MAX_FEATURES`` features, from the row differences on every core
+    (:func:`algorithms.kernels_compiled.rbf_sums`), in memory ``O(n + m)``."""
+    out = np.empty(X.shape[0])
+    args = (np.ascontiguousarray(Y.T, dtype=np.float64), float(gamma),
+            np.ascontiguousarray(weights, dtype=np.float64))
+    _in_bands(compiled_rbf_sums(), np.ascontiguousarray(X, dtype=np.float64), args, out)
+    return out
+
+
+def _in_bands(fill, X: np.ndarray, args: tuple, out: np.ndarray) -> None:
+    """``fill(X, *args, out)`` on every core: the compiled loops release the GIL, so threads
+    fill bands of rows of ``out`` side by side."""
+    bands = max(1, min(os.cpu_count() or 1, X.shape[0] // 256))
+    if bands == 1:
+        fill(X, *args, out)
+        return
+    edges = np.linspace(0, X.shape[0], bands + 1).astype(int)
+    with ThreadPoolExecutor(bands) as pool:
+        list(pool.map(lambda band: fill(X[edges[band]:edges[band + 1]], *args,
+                                         out[edges[band]:edges[band + 1]]), range(bands)))
+
+
+@functools.cache
+def compiled_rbf_sums():
+    """:func:`algorithms.kernels_compiled.rbf_sums`, loaded (numba imported on first use)."""
+    from algorithms.kernels_compiled import rbf_sums as compiled
+
+    compiled(np.zeros((1, 1)), np.zeros((1, 1)), 1.0, np.ones(1), np.empty(1))
+    return compiled
 
 
 @functools.cache
@@ -357,10 +398,11 @@ class NystromMap:
         gamma: float = 1.0,
         random_state: int | np.random.RandomState | None = None,
         dtype: type = np.float64,
+        on_rows: Callable[[int, int], None] | None = None,
     ) -> tuple[NystromMap, np.ndarray]:
         """The map and the features of ``X`` (of ``dtype``): the landmarks' features are the
         Cholesky rows themselves, so only the other points are evaluated against the
-        landmarks."""
+        landmarks. ``on_rows(done, total)`` is called after each block of rows mapped."""
         rng = check_random_state(random_state)
         n = X.shape[0]
         m = min(n_components, n)
@@ -382,6 +424,8 @@ class NystromMap:
         for start in range(0, others.size, step):
             rows = others[start:start + step]
             features[rows] = fmap.transform(X[rows], dtype=dtype)
+            if on_rows is not None:
+                on_rows(start + rows.size, others.size)
         return fmap, features
 
     def transform(self, X: np.ndarray | sp.spmatrix, dtype: type = np.float64) -> np.ndarray:
@@ -396,13 +440,13 @@ class NystromMap:
                     and X.shape[1] <= COMPILED_RBF_MAX_FEATURES)
         if compiled:
             X = np.ascontiguousarray(X, dtype=np.float64)
-            landmarks = np.ascontiguousarray(self.landmarks, dtype=np.float64)
-            K = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), landmarks.shape[0]))
+            landmarks = np.ascontiguousarray(self.landmarks.T, dtype=np.float64)  # d x m
+            K = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), landmarks.shape[1]))
         for start in range(0, X.shape[0], NYSTROM_CHUNK_ROWS):
             block = X[start:start + NYSTROM_CHUNK_ROWS]
             if compiled:
                 rows = K[:block.shape[0]]
-                compiled_rbf_block()(block, landmarks, self.gamma, rows)
+                rbf_block_in_threads(block, landmarks, self.gamma, rows)
             else:
                 rows = pairwise_kernel(block, self.landmarks, kernel=self.kernel,
                                        gamma=self.gamma)

@@ -177,7 +177,7 @@ def _params_schema(params_model: type[AlgorithmParams]) -> dict[str, Any]:
 # high-dimensional data, and all the points a sampled fit labels (timed by
 # benchmarks/svc.py --defaults-at-scale).
 SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
-SVC_SAMPLED_MAX_N = 50_000
+SVC_SAMPLED_MAX_N = 1_000_000
 
 
 def _svc_exact(limit: int) -> Callable[[SupportVectorClusteringParams], bool]:
@@ -196,7 +196,9 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhang, Tsang and Kwok 2007, Maximum margin clustering made practical (ICML)",
         labels="none",
-        limits=(Limit(100_000),),
+        # The default solver fits a sample (exact_max_n) and labels every point by its SVM
+        # tree, in linear time: a million points (timed by benchmarks/defaults.py --at-scale).
+        limits=(Limit(1_000_000),),
         timeout_seconds=900,
     ),
     AlgorithmSpec(
@@ -209,16 +211,17 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhao, Wang and Zhang 2008, Efficient multiclass maximum margin clustering (ICML)",
         labels="none",
-        # kernel="rbf" holds n x n_landmarks dense coordinates (and their SVD with
-        # kpca_components): at most 6e7 float64 entries each, to bound a job's memory.
+        # kernel="rbf" holds n x n_landmarks dense coordinates (float32 on large data, and their
+        # SVD with kpca_components): at most 3e8 entries, 1.2 GB, to bound a job's memory
+        # (timed by benchmarks/defaults.py --at-scale).
         limits=(
-            Limit(200_000, condition="kernel='linear'", holds=lambda p: p.kernel == "linear"),
-            Limit(lambda p: min(200_000, 60_000_000 // p.n_landmarks),
-                  formula="min(200,000, 60,000,000 // n_landmarks)"),
+            Limit(1_000_000, condition="kernel='linear'", holds=lambda p: p.kernel == "linear"),
+            Limit(lambda p: min(1_000_000, 300_000_000 // p.n_landmarks),
+                  formula="min(1,000,000, 300,000,000 // n_landmarks)"),
         ),
         timeout_seconds=900,
         accepts_sparse=True,
-        notes={"large_n": "kernel='rbf' allows n x n_landmarks <= 6e7"},
+        notes={"large_n": "kernel='rbf' allows n x n_landmarks <= 3e8"},
     ),
     AlgorithmSpec(
         name="svc",

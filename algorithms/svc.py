@@ -67,8 +67,10 @@ from algorithms.inputs import (
     check_clustering_input,
 )
 from algorithms.kernels import (
+    COMPILED_RBF_MAX_FEATURES,
     copies_of_rows,
     pairwise_kernel,
+    rbf_sums,
     resolve_gamma,
     squared_distances,
 )
@@ -123,7 +125,10 @@ class Sphere:
         return math.sqrt(max(1.0 - 2.0 * self.threshold + self.beta_k_beta, 0.0))
 
     def kernel_sum(self, Y: np.ndarray) -> np.ndarray:
-        """``sum_j beta_j K(x_j, y)`` for every row of ``Y``, in memory-bounded batches."""
+        """``sum_j beta_j K(x_j, y)`` for every row of ``Y``, in memory-bounded batches; on few
+        features by the compiled loop of :func:`algorithms.kernels.rbf_sums`."""
+        if Y.shape[1] <= COMPILED_RBF_MAX_FEATURES:
+            return rbf_sums(Y, self.points, self.gamma, self.beta)
         out = np.empty(Y.shape[0])
         step = max(1, _BATCH_ENTRIES // max(self.points.shape[0], 1))
         points_sq = np.einsum("ij,ij->i", self.points, self.points)

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import resource
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering, KMeans, MiniBatchKMeans, SpectralClustering
 from sklearn.datasets import (
@@ -333,6 +337,55 @@ def at_scale(algorithms: list[str], sizes: list[int], seed: int = 0,
             print(f"| {data.name} | {data.y.size:,} | " + " | ".join(cells) + " |", flush=True)
 
 
+def through_service(algorithms: list[str], n: int, seed: int = 0) -> None:
+    """Print a Markdown table of :func:`large_sets` jobs of ``n`` points sent as a user sends
+    them: ``mmc serve --workers-per-queue 1`` started here, the matrix uploaded by the client
+    (in parts above 32 MiB), one job per algorithm with only ``n_clusters`` and
+    ``random_state``. Per job: its seconds from submit to result, the longest time between two
+    progress reports, and the share of its labels equal to the library's for the same
+    ``random_state`` (fitted here after the job)."""
+    from datetime import datetime
+
+    from benchmarks.service_load import ROOT, mmc_serve
+    from mmc_client import Client
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    print("| set | n | upload s | stored MB | algorithm | job s | longest report gap s | "
+          "labels equal to the library's | ARI |\n|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp, \
+            mmc_serve(Path(tmp), env, "--workers-per-queue", "1") as (url, _), \
+            Client(url, timeout=600) as client:
+        for data in large_sets(n):
+            started = time.perf_counter()
+            dataset_id = client.upload(data.X)
+            uploaded = time.perf_counter() - started
+            stored = httpx.get(f"{url}/v1/datasets/{dataset_id}").json()["stored_bytes"]
+            for name in algorithms:
+                started = time.perf_counter()
+                job = client.submit(dataset_id=dataset_id, algorithm=name,
+                                    n_clusters=data.n_clusters, random_state=seed)
+                reports = set()
+                while job["status"] not in ("succeeded", "failed", "canceled"):
+                    if job["progress"]["updated_at"]:
+                        reports.add(job["progress"]["updated_at"])
+                    time.sleep(0.2)
+                    job = client.job(job["id"])
+                seconds = time.perf_counter() - started
+                times = sorted(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+                               for t in [*reports, job["timing"]["started_at"],
+                                         job["timing"]["finished_at"]] if t)
+                gap = max(np.diff(times), default=0.0)
+                if job["status"] != "succeeded":
+                    print(f"| {data.name} | {n:,} | {uploaded:.1f} | {stored / 2**20:.1f} | "
+                          f"{name} | {job['status']}: {job.get('error')} | | | |", flush=True)
+                    continue
+                labels = client.result(job["id"]).labels
+                local = registry_clusterer(name)(data.X, data.n_clusters, seed)
+                print(f"| {data.name} | {n:,} | {uploaded:.1f} | {stored / 2**20:.1f} | {name} | "
+                      f"{seconds:.1f} | {gap:.1f} | {np.mean(labels == local):.4f} | "
+                      f"{adjusted_rand_score(data.y, labels):.3f} |", flush=True)
+
+
 def peer_clusterer(name: str) -> Clusterer:
     """A scikit-learn peer by name: those of :func:`scikit_learn_peers` and MiniBatchKMeans."""
     if name == "minibatch k-means":
@@ -368,6 +421,9 @@ def main() -> None:
     parser.add_argument("--at-scale", nargs="+", type=int, metavar="N",
                         help="instead: ARI, seconds and peak memory on large_sets at these sizes, "
                         "each fit in its own process (k-means and MiniBatchKMeans too)")
+    parser.add_argument("--through-service", action="store_true",
+                        help="with --at-scale: the jobs through mmc serve and the client instead "
+                        "(through_service)")
     parser.add_argument("--grid", nargs="+", type=int, metavar="N",
                         help="instead: ARI and seconds on grid_sets at these sizes (k-means too)")
     parser.add_argument("--many-clusters", nargs="+", type=int, metavar="K",
@@ -380,6 +436,11 @@ def main() -> None:
     warnings.simplefilter("ignore")
     algorithms = args.algorithms if args.algorithms is not None else clustering_algorithms()
     page, module = docs_pages.DOCS / "defaults.md", "benchmarks.defaults"
+    if args.at_scale and args.through_service:
+        with docs_pages.record(args.write_docs, page, "defaults-at-scale-service", module):
+            for n in args.at_scale:
+                through_service(algorithms, n, seed=args.seed)
+        return
     if args.at_scale:
         with docs_pages.record(args.write_docs, page, "defaults-at-scale", module):
             at_scale(algorithms, args.at_scale, seed=args.seed,
