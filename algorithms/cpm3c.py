@@ -1084,7 +1084,10 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         spectral_start = None
         if self.init == "spectral":
             report(progress, 0, None, "spectral partition of the kNN graph")
-            spectral_start = spectral_partition(X, self.n_clusters, random_state=rng)
+            spectral_start = spectral_partition(
+                X, self.n_clusters, random_state=rng,
+                on_stage=lambda message: report(progress, 0, None,
+                                                f"spectral partition: {message}"))
         self.nystrom_ = None
         self.kpca_ = None
         shift = None  # subtracted from the coordinates fitted on (float32 ones)

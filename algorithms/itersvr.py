@@ -358,6 +358,10 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
 
 
+# Points labelled by the SVM tree between two progress reports of a sampled fit.
+LABEL_BLOCK = 100_000
+
+
 class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Maximum margin clustering by iterative SVR with the Laplacian loss (iterSVR).
 
@@ -541,9 +545,13 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
         if sample is not None:
-            report(progress, step + 1, self.objective_,
-                   f"labelling all {X_all.shape[0]} points with the SVM tree")
-            self.labels_ = self.predict(X_all)
+            self.labels_ = np.empty(X_all.shape[0], dtype=np.int64)
+            for start in range(0, X_all.shape[0], LABEL_BLOCK):  # a report per block
+                report(progress, step + 1, self.objective_,
+                       f"labelling points {start:,} to {min(start + LABEL_BLOCK, X_all.shape[0]):,}"
+                       f" of {X_all.shape[0]:,} with the SVM tree")
+                self.labels_[start:start + LABEL_BLOCK] = self.predict(
+                    X_all[start:start + LABEL_BLOCK])
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:

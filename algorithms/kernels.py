@@ -316,7 +316,21 @@ COMPILED_RBF_MAX_FEATURES = 16
 
 def rbf_block_in_threads(X: np.ndarray, YT: np.ndarray, gamma: float, out: np.ndarray) -> None:
     """:func:`compiled_rbf_block` (``YT``: the rows of ``Y`` as columns) on every core."""
-    _in_bands(compiled_rbf_block(), X, (YT, gamma), out)
+    _in_bands(compiled_rbf_block(), (X,), (YT, gamma), out)
+
+
+def rbf_segments_inside(A: np.ndarray, B: np.ndarray, t: np.ndarray, Y: np.ndarray,
+                        gamma: float, weights: np.ndarray, threshold: float) -> np.ndarray:
+    """Whether :func:`rbf_sums` is at least ``threshold`` at every point ``A_i + t_k (B_i -
+    A_i)`` of each segment (tried in the order of ``t``, the first point below ending the
+    segment), on every core (:func:`algorithms.kernels_compiled.rbf_segments_inside`)."""
+    out = np.empty(A.shape[0], dtype=np.bool_)
+    rows = tuple(np.ascontiguousarray(M, dtype=np.float64) for M in (A, B))
+    args = (np.ascontiguousarray(t, dtype=np.float64),
+            np.ascontiguousarray(Y.T, dtype=np.float64), float(gamma),
+            np.ascontiguousarray(weights, dtype=np.float64), float(threshold))
+    _in_bands(compiled_rbf_segments_inside(), rows, args, out)
+    return out
 
 
 def rbf_sums(X: np.ndarray, Y: np.ndarray, gamma: float, weights: np.ndarray) -> np.ndarray:
@@ -326,21 +340,42 @@ def rbf_sums(X: np.ndarray, Y: np.ndarray, gamma: float, weights: np.ndarray) ->
     out = np.empty(X.shape[0])
     args = (np.ascontiguousarray(Y.T, dtype=np.float64), float(gamma),
             np.ascontiguousarray(weights, dtype=np.float64))
-    _in_bands(compiled_rbf_sums(), np.ascontiguousarray(X, dtype=np.float64), args, out)
+    _in_bands(compiled_rbf_sums(), (np.ascontiguousarray(X, dtype=np.float64),), args, out)
     return out
 
 
-def _in_bands(fill, X: np.ndarray, args: tuple, out: np.ndarray) -> None:
-    """``fill(X, *args, out)`` on every core: the compiled loops release the GIL, so threads
-    fill bands of rows of ``out`` side by side."""
-    bands = max(1, min(os.cpu_count() or 1, X.shape[0] // 256))
+def _in_bands(fill, rows: tuple[np.ndarray, ...], args: tuple, out: np.ndarray) -> None:
+    """``fill(*rows, *args, out)`` on every core: the compiled loops release the GIL, so
+    threads fill bands of rows of ``out`` (from the same bands of ``rows``) side by side."""
+    n = out.shape[0]
+    bands = max(1, min(os.cpu_count() or 1, n // 256))
     if bands == 1:
-        fill(X, *args, out)
+        fill(*rows, *args, out)
         return
-    edges = np.linspace(0, X.shape[0], bands + 1).astype(int)
-    with ThreadPoolExecutor(bands) as pool:
-        list(pool.map(lambda band: fill(X[edges[band]:edges[band + 1]], *args,
-                                         out[edges[band]:edges[band + 1]]), range(bands)))
+    edges = np.linspace(0, n, bands + 1).astype(int)
+
+    def band(b: int) -> None:
+        part = slice(edges[b], edges[b + 1])
+        fill(*(M[part] for M in rows), *args, out[part])
+
+    list(_band_threads(os.getpid()).map(band, range(bands)))
+
+
+@functools.cache
+def _band_threads(pid: int) -> ThreadPoolExecutor:
+    """One pool for :func:`_in_bands` per process (``pid``: a forked child, whose copy of its
+    parent's pool has no threads, makes its own), kept: a fit may call it thousands of times."""
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="kernel-band")
+
+
+@functools.cache
+def compiled_rbf_segments_inside():
+    """:func:`algorithms.kernels_compiled.rbf_segments_inside`, loaded on first use."""
+    from algorithms.kernels_compiled import rbf_segments_inside as compiled
+
+    one = np.zeros((1, 1))
+    compiled(one, one, np.ones(1), one, 1.0, np.ones(1), 0.0, np.empty(1, dtype=np.bool_))
+    return compiled
 
 
 @functools.cache

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,6 +71,7 @@ from algorithms.kernels import (
     COMPILED_RBF_MAX_FEATURES,
     copies_of_rows,
     pairwise_kernel,
+    rbf_segments_inside,
     rbf_sums,
     resolve_gamma,
     squared_distances,
@@ -95,6 +97,7 @@ _EXACT_DIAMETER_MAX_N = 5000
 _MAX_P = 0.95
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
+_REPORT_EVERY_BLOCKS = 16  # progress while labelling a large data set: every 65,536 points
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,6 +231,9 @@ def segments_inside(sphere: Sphere, A: np.ndarray, B: np.ndarray, n_points: int 
     n_pairs = A.shape[0]
     alive = np.arange(n_pairs)
     t = np.arange(1, n_points + 1) / (n_points + 1.0)
+    if A.shape[1] <= COMPILED_RBF_MAX_FEATURES:  # the same sums, each segment in one loop
+        return rbf_segments_inside(A, B, t[list(_bisection_order(n_points))], sphere.points,
+                                   sphere.gamma, sphere.beta, sphere.threshold)
     for k in _bisection_order(n_points):
         if alive.size == 0:
             break
@@ -950,7 +956,11 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.support_ = sample[self.support_]
             self.bounded_ = sample[self.bounded_]
             self._sphere = replace(self._sphere, index=sample[self._sphere.index])
-            self.labels_, inside = self._labels_and_inside(X_input)
+            step = max(len(self.schedule_), 1)
+            self.labels_, inside = self._labels_and_inside(
+                X_input, on_rows=lambda done, total: report(
+                    progress, step, self.objective_,
+                    f"labelled {done:,} of {total:,} points inside the contours"))
             self.outliers_ = np.flatnonzero(~inside)
         return self
 
@@ -1027,8 +1037,10 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         with ``bounded_svs="outlier"``."""
         return self._labels_and_inside(X)[0]
 
-    def _labels_and_inside(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`predict`'s labels, and whether each point is inside the sphere."""
+    def _labels_and_inside(self, X, on_rows: Callable[[int, int], None] | None = None
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`predict`'s labels, and whether each point is inside the sphere;
+        ``on_rows(done, total)`` after each block of the points inside."""
         X = self._centered(X)
         sphere = self._sphere
         # A point counts as inside when within the solver's tolerance of the contour, so the
@@ -1055,6 +1067,8 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                                      self.n_segment_points)
                 labels[rows[open_[ok]]] = self._point_labels[anchor[ok]]
                 open_ = open_[~ok]
+            if on_rows is not None and start // _PREDICT_BLOCK % _REPORT_EVERY_BLOCKS == 0:
+                on_rows(start + rows.size, inside_rows.size)
         return labels, inside
 
     # -- portable model ---------------------------------------------------------------------------

@@ -394,10 +394,13 @@ def peer_clusterer(name: str) -> Clusterer:
 
 
 def _score_here(name: str, data: ClusteringSet, seed: int) -> tuple[Score, int]:
-    """:func:`score` of the clusterer ``name`` in this (fresh) process, and the process's peak
-    resident memory in bytes."""
+    """:func:`score` of the clusterer ``name`` in this (fresh) process after a warm-up fit, and
+    the process's peak resident memory in bytes."""
     clusterer = (registry_clusterer(name) if name in clustering_algorithms()
                  else peer_clusterer(name))
+    # A warm process, as a worker is: imports, compiled code and thread pools are loaded by a
+    # fit on a thousand points first, and not counted in the seconds.
+    score(clusterer, ClusteringSet(data.name, data.X[:1000], data.y[:1000]), seed)
     result = score(clusterer, data, seed)
     return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 

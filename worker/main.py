@@ -16,7 +16,11 @@ from rq import Worker as ForkingWorker
 from rq.worker import WorkerStatus
 
 from algorithms.dual_qp import compiled_smo
-from algorithms.kernels import compiled_rbf_block, compiled_rbf_sums
+from algorithms.kernels import (
+    compiled_rbf_block,
+    compiled_rbf_segments_inside,
+    compiled_rbf_sums,
+)
 from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
 from algorithms.registry import get_spec, import_estimators
 from core.jobs import lost_job, record_id
@@ -81,8 +85,8 @@ def warm_up_fit() -> None:
 
 # The numba kernels: the RBF kernel blocks and sums of few features, iterSVR's SMO, the box QP's
 # active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner problem.
-COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_smo, compiled_active_set,
-                    compiled_factored_dual, compiled_lbfgs)
+COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
+                    compiled_smo, compiled_active_set, compiled_factored_dual, compiled_lbfgs)
 
 
 def _load_kernel(index: int) -> None:

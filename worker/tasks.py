@@ -34,6 +34,8 @@ from worker import memory
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.05
+# After the fit: rows of decision values computed between two progress reports.
+DECISION_BLOCK = 100_000
 MAX_REPORTED_OBJECTIVES = 1000
 
 
@@ -44,6 +46,16 @@ class JobCanceledError(Exception):
 def _connection() -> Redis:
     job = get_current_job()
     return job.connection if job is not None else Redis.from_url(get_settings().redis_url)
+
+
+def _decision_values(estimator, X: np.ndarray, report) -> np.ndarray:
+    """``estimator.decision_function(X)`` a block of rows at a time, ``report(message)`` after
+    each: on a million points it takes seconds, and a job reports at least every few seconds."""
+    blocks = []
+    for start in range(0, X.shape[0], DECISION_BLOCK):
+        blocks.append(np.asarray(estimator.decision_function(X[start:start + DECISION_BLOCK])))
+        report(f"decision values of {start + blocks[-1].shape[0]:,} of {X.shape[0]:,} points")
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
 
 
 def _as_json(value: Any) -> Any:
@@ -147,8 +159,11 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
     # Every objective the fit reports, for the job page's history where the estimator keeps none.
     reported: list[float] = []
 
+    last_step = 0
+
     def progress(step: int, objective: float | None, message: str) -> None:
-        nonlocal last_write
+        nonlocal last_write, last_step
+        last_step = step
         if (objective is not None and np.isfinite(objective)
                 and len(reported) < MAX_REPORTED_OBJECTIVES):
             reported.append(float(objective))
@@ -186,7 +201,9 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         store_started = time.perf_counter()
         decision = None
         if spec.input_kind == "vectors" and hasattr(estimator, "decision_function"):
-            decision = _as_json(estimator.decision_function(X))
+            decision = _as_json(_decision_values(
+                estimator, X, lambda message: progress(last_step, None, message)))
+        progress(last_step, None, "storing the model and the result")
         meta, arrays = estimator.to_model()
         model_id = stores.models.put(meta, arrays, {
             "algorithm": spec.name, "estimator": type(estimator).__name__, "job_id": job_id,

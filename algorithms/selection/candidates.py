@@ -14,6 +14,7 @@ Small k-means calls run under one thread (:mod:`algorithms.threads`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -185,11 +186,13 @@ def nearest_centre(X, centres: np.ndarray, *, chunk_rows: int = 65_536) -> np.nd
     the distance block stays small at any ``n``."""
     centres = np.asarray(centres, dtype=np.float64)
     centre_sq = np.einsum("ij,ij->i", centres, centres)
+    # the product in X's precision (float32 data is not converted a block at a time)
+    centres_T = centres.T.astype(X.dtype if X.dtype == np.float32 else np.float64)
     labels = np.empty(X.shape[0], dtype=np.int64)
     for start in range(0, X.shape[0], chunk_rows):
         block = X[start:start + chunk_rows]
         # |x|^2 is the same for every centre of a row: it does not change the argmin
-        distances = centre_sq[None, :] - 2.0 * np.asarray(block @ centres.T)
+        distances = centre_sq[None, :] - 2.0 * np.asarray(block @ centres_T)
         labels[start:start + chunk_rows] = np.argmin(distances, axis=1)
     return labels
 
@@ -207,6 +210,7 @@ def spectral_partition(
     *,
     n_neighbors: int = SPECTRAL_NEIGHBORS,
     random_state=None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> np.ndarray:
     """Spectral clustering of the symmetrized kNN graph: labels ``0..n_clusters-1``.
 
@@ -215,7 +219,8 @@ def spectral_partition(
     ``SpectralClustering(affinity="nearest_neighbors")``). Dense data are centred first, so the
     neighbour search is exact at any offset. Above ``SPECTRAL_SAMPLE_SIZE`` points the graph is
     that of a uniform random sample, and every other point takes the cluster of its nearest
-    prototype, ``SPECTRAL_PROTOTYPES`` of the sampled points.
+    prototype, ``SPECTRAL_PROTOTYPES`` of the sampled points (``on_stage(message)`` is told
+    before that step).
     """
     n = X.shape[0]
     rng = check_random_state(random_state)
@@ -224,6 +229,9 @@ def spectral_partition(
         return _spectral_labels(X, n_clusters, n_neighbors, rng)
     sample = np.sort(rng.choice(n, size=SPECTRAL_SAMPLE_SIZE, replace=False))
     labels = _spectral_labels(X[sample], n_clusters, n_neighbors, rng)
+    if on_stage is not None:
+        on_stage(f"every point to the cluster of its nearest of {SPECTRAL_PROTOTYPES:,} "
+                 "prototypes")
     # The rest take the cluster of their nearest prototype, a uniform subset of the sample: a
     # neighbour search among all of it costs n x SPECTRAL_SAMPLE_SIZE distances, which on more
     # than a few features no tree prunes.
