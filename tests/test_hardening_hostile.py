@@ -4,6 +4,7 @@ fix, or a 503 with Retry-After when Redis refuses a command."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -277,6 +278,17 @@ def test_predict_is_bounded_by_rows_and_evaluated_in_blocks(deployment):
 # -- /v1/algorithms reports the limits a job with the default parameters gets ----------------------
 
 
+@functools.cache
+def uploaded_rows(url: str, n: int) -> str:
+    """The id of an uploaded n x 1 matrix."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.random.default_rng(0).normal(size=(n, 1)).round(3))
+    response = httpx.post(f"{url}/v1/datasets", content=buffer.getvalue(), timeout=60,
+                          headers={"content-type": "application/x-npy"})
+    assert response.is_success, response.text
+    return response.json()["id"]
+
+
 def test_described_limits_are_those_of_the_default_parameters(deployment):
     described = httpx.get(f"{deployment.url}/v1/algorithms", timeout=30).json()
     assert {d["name"]: d["max_n"] for d in described}["robust_svm"] == 1000
@@ -286,8 +298,8 @@ def test_described_limits_are_those_of_the_default_parameters(deployment):
         rng = np.random.default_rng(0)
         if algorithm["input_kind"] == "sequences":
             data = {"sequences": [[int(v) for v in rng.integers(0, 3, size=max_n + 1)]]}
-        else:
-            data = {"X": rng.normal(size=(max_n + 1, 1)).round(3).tolist()}
+        else:  # max_n + 1 rows: up to a million, sent once as .npy rather than as JSON
+            data = {"dataset_id": uploaded_rows(deployment.url, max_n + 1)}
         response = httpx.post(f"{deployment.url}/v1/jobs", timeout=60, json={
             "algorithm": {"name": name}, "data": data})
         assert_problem(response, 422, f"max_n={max_n} ")
