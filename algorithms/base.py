@@ -62,6 +62,18 @@ ProgressCallback = Callable[[int, float | None, str], None]
 
 MODEL_FORMAT = "mmc-model/1"
 
+def in_row_blocks(method: Callable[[np.ndarray], np.ndarray], X: np.ndarray, block_rows: int,
+                  on_block: Callable[[int, int], None]) -> np.ndarray:
+    """``method(X)`` (a per-row method such as ``predict``) ``block_rows`` rows at a time,
+    ``on_block(done, total)`` after each block: on a million points it takes seconds, and a job
+    reports its progress every few seconds."""
+    blocks = []
+    for start in range(0, X.shape[0], block_rows):
+        blocks.append(np.asarray(method(X[start:start + block_rows])))
+        on_block(start + blocks[-1].shape[0], X.shape[0])
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
 def report(progress: ProgressCallback | None, step: int, objective: float | None, message: str):
     """Forward a progress event when a callback was given."""
     if progress is not None:

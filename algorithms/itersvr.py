@@ -53,6 +53,7 @@ from algorithms.base import (
     ProgressCallback,
     balance_limit,
     fit_sample,
+    in_row_blocks,
     report,
 )
 from algorithms.cpm3c import CPM3C
@@ -545,13 +546,10 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
         if sample is not None:
-            self.labels_ = np.empty(X_all.shape[0], dtype=np.int64)
-            for start in range(0, X_all.shape[0], LABEL_BLOCK):  # a report per block
-                report(progress, step + 1, self.objective_,
-                       f"labelling points {start:,} to {min(start + LABEL_BLOCK, X_all.shape[0]):,}"
-                       f" of {X_all.shape[0]:,} with the SVM tree")
-                self.labels_[start:start + LABEL_BLOCK] = self.predict(
-                    X_all[start:start + LABEL_BLOCK])
+            self.labels_ = in_row_blocks(
+                self.predict, X_all, LABEL_BLOCK, lambda done, total: report(
+                    progress, step + 1, self.objective_,
+                    f"labelled {done:,} of {total:,} points with the SVM tree"))
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:

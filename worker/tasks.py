@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
+from algorithms.base import in_row_blocks
 from algorithms.registry import get_spec
 from core.jobs import lost_job, record_id
 from core.keys import Keys
@@ -46,16 +47,6 @@ class JobCanceledError(Exception):
 def _connection() -> Redis:
     job = get_current_job()
     return job.connection if job is not None else Redis.from_url(get_settings().redis_url)
-
-
-def _decision_values(estimator, X: np.ndarray, report) -> np.ndarray:
-    """``estimator.decision_function(X)`` a block of rows at a time, ``report(message)`` after
-    each: on a million points it takes seconds, and a job reports at least every few seconds."""
-    blocks = []
-    for start in range(0, X.shape[0], DECISION_BLOCK):
-        blocks.append(np.asarray(estimator.decision_function(X[start:start + DECISION_BLOCK])))
-        report(f"decision values of {start + blocks[-1].shape[0]:,} of {X.shape[0]:,} points")
-    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
 
 
 def _as_json(value: Any) -> Any:
@@ -201,8 +192,9 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         store_started = time.perf_counter()
         decision = None
         if spec.input_kind == "vectors" and hasattr(estimator, "decision_function"):
-            decision = _as_json(_decision_values(
-                estimator, X, lambda message: progress(last_step, None, message)))
+            decision = _as_json(in_row_blocks(
+                estimator.decision_function, X, DECISION_BLOCK, lambda done, total: progress(
+                    last_step, None, f"decision values of {done:,} of {total:,} points")))
         progress(last_step, None, "storing the model and the result")
         meta, arrays = estimator.to_model()
         model_id = stores.models.put(meta, arrays, {
