@@ -7,18 +7,24 @@ PORT ?= 8000
 
 .PHONY: install serve worker test lint openapi bench bench-service
 
+# The virtualenv's bytecode is written by the first process that imports a module (installing
+# would otherwise compile all of site-packages, most of which nothing here imports), also where
+# the environment sets PYTHONDONTWRITEBYTECODE: without it every worker, API and test process
+# would compile the same modules again at each start.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
 
 install: $(BIN)/python
-	@# uv installs the packages in seconds where pip takes a minute or more; pip if uv cannot.
-	@# Bytecode is compiled here: with PYTHONDONTWRITEBYTECODE set, no process would write it.
-	($(BIN)/python -m pip install --quiet uv \
-	  && $(BIN)/python -m uv pip install --quiet --compile-bytecode --python $(BIN)/python \
-	       -e '.[dev]' -c constraints.txt) \
-	  || ($(BIN)/python -m pip install --quiet --upgrade pip \
+	@# uv installs the packages in seconds where pip takes a minute or more. uv comes from the
+	@# system's pip (no pip in the virtualenv), else from the virtualenv's own; pip if uv cannot.
+	($(PYTHON) -m pip --python $(BIN)/python install --quiet uv 2>/dev/null \
+	  || ($(BIN)/python -m ensurepip --upgrade >/dev/null && $(BIN)/python -m pip install --quiet uv)) \
+	  && $(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[dev]' -c constraints.txt \
+	  || (($(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade) \
+	      && $(BIN)/python -m pip install --quiet --upgrade pip \
 	      && $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt)
-	$(BIN)/python -m compileall -q algorithms core service worker mmc mmc_client benchmarks tests
 	@# Compile the numba kernels once into their on-disk cache (side by side: tens of seconds the
 	@# first time, a second after), so that workers and test processes started together do
 	@# not each compile them.
@@ -43,7 +49,8 @@ openapi: install
 	$(BIN)/python -m service.openapi_export
 
 bench: install
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python -e '.[dev,bench]' -c constraints.txt \
+	  || $(BIN)/python -m pip install --quiet -e '.[dev,bench]' -c constraints.txt
 
 bench-service: install
 	$(BIN)/python benchmarks/service_load.py

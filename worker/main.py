@@ -87,24 +87,29 @@ def warm_up_fit() -> None:
 # active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner problem.
 COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
                     compiled_smo, compiled_active_set, compiled_factored_dual, compiled_lbfgs)
+# Compiled side by side into the disk cache: the L-BFGS kernel alone (it calls the active set,
+# which it compiles and caches too: the longest), and the others one after another.
+_SIDE_BY_SIDE = ((compiled_lbfgs,),
+                 tuple(load for load in COMPILED_KERNELS
+                       if load not in (compiled_lbfgs, compiled_active_set)))
 
 
-def _load_kernel(index: int) -> None:
-    COMPILED_KERNELS[index]()
+def _load_kernels(group: int) -> None:
+    for load in _SIDE_BY_SIDE[group]:
+        load()
 
 
 def warm_compiled_kernels(processes: int = 1) -> None:
     """Load the numba kernels once, not in every work horse; compiled and cached on disk the
-    first time. ``processes > 1`` (``make install``) only fills the disk cache, compiling the
-    kernels side by side, each in a process of its own, the longest first."""
+    first time. ``processes > 1`` (``make install``) only fills the disk cache, in two
+    processes side by side."""
     if processes <= 1:
         for load in COMPILED_KERNELS:
             load()
         return
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(min(processes, len(COMPILED_KERNELS)), mp_context=context) as pool:
-        # The longest first (L-BFGS, which also compiles the active set it calls).
-        list(pool.map(_load_kernel, reversed(range(len(COMPILED_KERNELS)))))
+    with ProcessPoolExecutor(len(_SIDE_BY_SIDE), mp_context=context) as pool:
+        list(pool.map(_load_kernels, range(len(_SIDE_BY_SIDE))))
 
 
 def lower_priority(niceness: int) -> None:
