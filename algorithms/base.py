@@ -159,6 +159,20 @@ class MMCEstimatorMixin:
                 )
         return extras
 
+    # Decision values of the fitted points when the fit computed them anyway (a sampled fit that
+    # labels every point by its model), else None.
+    _fit_decision: np.ndarray | None = None
+
+    def fit_decision_values(self, X, block_rows: int,
+                            on_block: Callable[[int, int], None]) -> np.ndarray:
+        """``decision_function(X)`` of the ``X`` just fitted, ``block_rows`` rows at a time with
+        ``on_block(done, total)`` after each block (:func:`in_row_blocks`), unless the fit
+        computed them already."""
+        if self._fit_decision is not None and len(self._fit_decision) == X.shape[0]:
+            on_block(X.shape[0], X.shape[0])
+            return self._fit_decision
+        return in_row_blocks(self.decision_function, X, block_rows, on_block)
+
     # -- export ---------------------------------------------------------------------------------
     def _export_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         raise NotImplementedError

@@ -545,11 +545,20 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_iter_ = int(sum(node.split.n_iter for node in nodes if node.left is not None))
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
+        self._fit_decision = None
         if sample is not None:
-            self.labels_ = in_row_blocks(
-                self.predict, X_all, LABEL_BLOCK, lambda done, total: report(
+            labels = []
+
+            def label_block(block: np.ndarray) -> np.ndarray:
+                block_labels, decision = self.predict_with_decision(block)
+                labels.append(block_labels)
+                return decision
+
+            self._fit_decision = in_row_blocks(
+                label_block, X_all, LABEL_BLOCK, lambda done, total: report(
                     progress, step + 1, self.objective_,
                     f"labelled {done:,} of {total:,} points with the SVM tree"))
+            self.labels_ = np.concatenate(labels)
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:

@@ -95,6 +95,16 @@ def test_large_n_path_clusters_a_sample_and_labels_every_point_by_the_svm_tree(d
     assert est.solver_ == "sample" and est.n_fit_samples_ == 150
     np.testing.assert_array_equal(est.labels_, est.predict(X))
     assert clustering_error(y, est.labels_) < kmeans_error(X, y, 2)
+    # The labelling computed every point's decision value: the worker reports those instead of
+    # evaluating the tree again. New rows are evaluated.
+    blocks = []
+    kept = est.fit_decision_values(X, 100, lambda done, total: blocks.append(done))
+    np.testing.assert_array_equal(kept, est.decision_function(X))
+    assert blocks == [X.shape[0]]
+    blocks.clear()
+    fresh = est.fit_decision_values(X[:250], 100, lambda done, _: blocks.append(done))
+    np.testing.assert_array_equal(fresh, est.decision_function(X[:250]))
+    assert blocks == [100, 200, 250]
 
 
 def test_progress_is_reported_every_iteration(digits):

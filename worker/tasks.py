@@ -21,7 +21,6 @@ from redis.exceptions import RedisError
 from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
-from algorithms.base import in_row_blocks
 from algorithms.registry import get_spec
 from core.jobs import lost_job, record_id
 from core.keys import Keys
@@ -192,8 +191,8 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         store_started = time.perf_counter()
         decision = None
         if spec.input_kind == "vectors" and hasattr(estimator, "decision_function"):
-            decision = _as_json(in_row_blocks(
-                estimator.decision_function, X, DECISION_BLOCK, lambda done, total: progress(
+            decision = _as_json(estimator.fit_decision_values(
+                X, DECISION_BLOCK, lambda done, total: progress(
                     last_step, None, f"decision values of {done:,} of {total:,} points")))
         progress(last_step, None, "storing the model and the result")
         meta, arrays = estimator.to_model()
