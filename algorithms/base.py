@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -159,19 +160,25 @@ class MMCEstimatorMixin:
                 )
         return extras
 
-    # Decision values of the fitted points when the fit computed them anyway (a sampled fit that
-    # labels every point by its model), else None.
-    _fit_decision: np.ndarray | None = None
+    # A fit that computed the decision values of every point anyway (a sampled fit labelling
+    # every point by its model) keeps them, beside a weak reference to the array it was given.
+    _fit_decision: tuple[weakref.ref, np.ndarray] | None = None
 
     def fit_decision_values(self, X, block_rows: int,
                             on_block: Callable[[int, int], None]) -> np.ndarray:
-        """``decision_function(X)`` of the ``X`` just fitted, ``block_rows`` rows at a time with
-        ``on_block(done, total)`` after each block (:func:`in_row_blocks`), unless the fit
-        computed them already."""
-        if self._fit_decision is not None and len(self._fit_decision) == X.shape[0]:
+        """``decision_function(X)``, ``block_rows`` rows at a time with ``on_block(done, total)``
+        after each block (:func:`in_row_blocks`); the values the fit computed when ``X`` is the
+        very array it fitted."""
+        if self._fit_decision is not None and self._fit_decision[0]() is X:
             on_block(X.shape[0], X.shape[0])
-            return self._fit_decision
+            return self._fit_decision[1]
         return in_row_blocks(self.decision_function, X, block_rows, on_block)
+
+    def __getstate__(self):
+        # The kept decision values belong to the array in memory, not to the model. (The state
+        # may be the instance's own __dict__: a copy leaves the instance as it is.)
+        state = super().__getstate__()  # type: ignore[misc]
+        return {name: value for name, value in state.items() if name != "_fit_decision"}
 
     # -- export ---------------------------------------------------------------------------------
     def _export_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -38,6 +38,7 @@ The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -554,10 +555,11 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 labels.append(block_labels)
                 return decision
 
-            self._fit_decision = in_row_blocks(
+            decision = in_row_blocks(
                 label_block, X_all, LABEL_BLOCK, lambda done, total: report(
                     progress, step + 1, self.objective_,
                     f"labelled {done:,} of {total:,} points with the SVM tree"))
+            self._fit_decision = (weakref.ref(X_all), decision)
             self.labels_ = np.concatenate(labels)
         return self
 

@@ -8,6 +8,7 @@ spectral starts) are checked against scikit-learn's clusterers in tests/test_def
 """
 
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def test_large_n_path_clusters_a_sample_and_labels_every_point_by_the_svm_tree(d
     np.testing.assert_array_equal(est.labels_, est.predict(X))
     assert clustering_error(y, est.labels_) < kmeans_error(X, y, 2)
     # The labelling computed every point's decision value: the worker reports those instead of
-    # evaluating the tree again. New rows are evaluated.
+    # evaluating the tree again. Any other array, even of the same rows, is evaluated.
     blocks = []
     kept = est.fit_decision_values(X, 100, lambda done, total: blocks.append(done))
     np.testing.assert_array_equal(kept, est.decision_function(X))
@@ -105,6 +106,13 @@ def test_large_n_path_clusters_a_sample_and_labels_every_point_by_the_svm_tree(d
     fresh = est.fit_decision_values(X[:250], 100, lambda done, _: blocks.append(done))
     np.testing.assert_array_equal(fresh, est.decision_function(X[:250]))
     assert blocks == [100, 200, 250]
+    blocks.clear()
+    fresh = est.fit_decision_values(X.copy(), 200, lambda done, _: blocks.append(done))
+    np.testing.assert_array_equal(fresh, kept)
+    assert blocks == [200, X.shape[0]]
+    # They are not part of the pickled model, and pickling leaves the fitted estimator's own.
+    assert pickle.loads(pickle.dumps(est))._fit_decision is None
+    assert est.fit_decision_values(X, 100, lambda done, total: None) is kept
 
 
 def test_progress_is_reported_every_iteration(digits):
