@@ -215,11 +215,8 @@ class _Data:
         mean = np.asarray(X.mean(axis=0, dtype=np.float64)).ravel()
         if sp.issparse(X):
             sq = float(X.multiply(X).sum()) / n
-        elif X.dtype == np.float64:
-            sq = float(np.einsum("ij,ij->", X, X)) / n
-        else:  # float32 coordinates: squared in float64, a block of rows at a time
-            sq = sum(float(np.einsum("ij,ij->", block, block))
-                     for block in _float64_blocks(X)) / n
+        else:  # float32 coordinates are squared and summed in float64, without a copy
+            sq = float(np.einsum("ij,ij->", X, X, dtype=np.float64)) / n
         radius = float(np.sqrt(max(sq - mean @ mean, 0.0)))
         return cls(X, mean, radius if radius > 0 else 1.0)
 
@@ -812,11 +809,6 @@ def class_sums(X: np.ndarray | sp.csr_matrix, labels: np.ndarray, n_classes: int
 # sums that many rows, and the blocks are summed in float64 (a float32 sum of a million rows
 # would keep about four digits).
 _FLOAT32_BLOCK_ROWS = 16_384
-
-
-def _float64_blocks(X: np.ndarray):
-    for start in range(0, X.shape[0], _FLOAT32_BLOCK_ROWS):
-        yield X[start:start + _FLOAT32_BLOCK_ROWS].astype(np.float64)
 
 
 def row_products(weights, X: np.ndarray | sp.csr_matrix,
