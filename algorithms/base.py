@@ -63,6 +63,9 @@ ProgressCallback = Callable[[int, float | None, str], None]
 
 MODEL_FORMAT = "mmc-model/1"
 
+# Rows labelled at once after a sampled fit (a million points report progress every few seconds).
+LABEL_BLOCK_ROWS = 100_000
+
 def in_row_blocks(method: Callable[[np.ndarray], np.ndarray], X: np.ndarray, block_rows: int,
                   on_block: Callable[[int, int], None]) -> np.ndarray:
     """``method(X)`` (a per-row method such as ``predict``) ``block_rows`` rows at a time,
@@ -142,8 +145,8 @@ class MMCEstimatorMixin:
 
     # Fitted attributes reported with a job's result when present (the result's algorithm extras).
     _result_attributes: ClassVar[tuple[str, ...]] = (
-        "objective_", "n_iter_", "gamma_", "solver_", "n_support_", "objective_history_",
-        "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
+        "objective_", "n_iter_", "gamma_", "solver_", "n_fit_samples_", "n_support_",
+        "objective_history_", "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
     )
 
     def result_extras(self) -> dict[str, Any]:
@@ -173,6 +176,25 @@ class MMCEstimatorMixin:
             on_block(X.shape[0], X.shape[0])
             return self._fit_decision[1]
         return in_row_blocks(self.decision_function, X, block_rows, on_block)
+
+    def _label_every_point(self, X: np.ndarray, progress: ProgressCallback | None, step: int
+                           ) -> np.ndarray:
+        """Labels of every row of ``X`` (all the points of a fit that clustered a sample of them)
+        by ``predict_with_decision``, ``LABEL_BLOCK_ROWS`` rows at a time with progress. The
+        decision values are kept for :meth:`fit_decision_values`."""
+        labels = []
+
+        def label_block(block: np.ndarray) -> np.ndarray:
+            block_labels, decision = self.predict_with_decision(block)  # type: ignore[attr-defined]
+            labels.append(block_labels)
+            return decision
+
+        decision = in_row_blocks(
+            label_block, X, LABEL_BLOCK_ROWS, lambda done, total: report(
+                progress, step, getattr(self, "objective_", None),
+                f"labelled {done:,} of {total:,} points with the out-of-sample model"))
+        self._fit_decision = (weakref.ref(X), decision)
+        return np.concatenate(labels)
 
     def __getstate__(self):
         # The kept decision values belong to the array in memory, not to the model. (The state
@@ -246,14 +268,23 @@ def clustering_error(y_true: Any, y_pred: Any) -> float:
     return 1.0 - table[rows, cols].sum() / truth.size
 
 
-def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int,
-               rng: np.random.RandomState) -> np.ndarray | None:
+def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int | None,
+               rng: np.random.RandomState, keep: np.ndarray | None = None) -> np.ndarray | None:
     """Sorted indices of the uniform random sample of ``exact_max_n`` points that a large-n fit
-    clusters, or None when every point is clustered (``solver="exact"``, or ``"auto"`` with at
-    most ``exact_max_n`` points)."""
-    if solver == "exact" or n_samples <= exact_max_n:
+    clusters, or None when every point is clustered (``solver="exact"``, ``exact_max_n=None``, or
+    ``"auto"`` with at most ``exact_max_n`` points). The rows ``keep`` (partially labelled points)
+    are always in the sample; the rest of it is drawn uniformly from the other rows."""
+    if solver == "exact" or exact_max_n is None or n_samples <= exact_max_n:
         return None
-    return np.sort(rng.choice(n_samples, size=exact_max_n, replace=False))
+    keep = np.zeros(0, dtype=np.int64) if keep is None else np.asarray(keep, dtype=np.int64)
+    if keep.size > exact_max_n:
+        raise ValueError(f"{keep.size} labelled points do not fit in a sample of exact_max_n="
+                         f"{exact_max_n} points; raise exact_max_n or label fewer points")
+    if keep.size == 0:
+        return np.sort(rng.choice(n_samples, size=exact_max_n, replace=False))
+    others = np.setdiff1d(np.arange(n_samples), keep)
+    drawn = rng.choice(others, size=exact_max_n - keep.size, replace=False)
+    return np.sort(np.concatenate([keep, drawn]))
 
 
 def balance_limit(n_samples: int, class_balance: float) -> float:
@@ -420,6 +451,24 @@ def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
 DECISION_BLOCK_ENTRIES = 16_000_000
 
 
+def with_intercept(expansion: np.ndarray, reach: np.ndarray, intercept: np.ndarray
+                   ) -> np.ndarray:
+    """Decision values ``f = expansion + b`` of :meth:`KernelExpansionClassifier.expansion`,
+    except far from every support vector.
+
+    An RBF expansion decays to zero away from the support vectors, so there ``f`` tends to the
+    bias ``b`` alone, and every far point would take the class of the bias's sign (or of the
+    largest bias), whatever side of the data it lies on. Where the expansion cannot outweigh
+    the bias in any column (``sum_j K(x, s_j) |a_jc| < |b_c|`` for every ``c``) the bias is left
+    out, so that the nearest support vectors decide, as they do near the data.
+    """
+    intercept = np.asarray(intercept, dtype=np.float64)[None, :]
+    values = expansion.reshape(expansion.shape[0], -1)
+    far = np.all(reach.reshape(values.shape) < np.abs(intercept), axis=1)
+    values = values + np.where(far[:, None], 0.0, intercept)
+    return values[:, 0] if values.shape[1] == 1 else values
+
+
 class KernelExpansionClassifier:
     """``f_c(x) = sum_j K(x, s_j) a_jc + b_c`` over support vectors ``s_j``, one column per class.
 
@@ -488,17 +537,30 @@ class KernelExpansionClassifier:
                    np.array([0, 1]), kernel, gamma)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        # In row blocks, so a large X never holds its whole n x n_support kernel at once.
+        """``f(x)``, one column per class (one value for two classes), by
+        :meth:`expansion` and :func:`with_intercept`."""
+        return with_intercept(*self.expansion(X), self.intercept)
+
+    def expansion(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum_j K(x, s_j) a_jc, sum_j K(x, s_j) |a_jc|)``, each ``(n, n_columns)``: the
+        kernel expansion without the bias, and how far it can move ``f`` (for a nonnegative
+        kernel). In row blocks, so a large X never holds its whole n x n_support kernel."""
         rows = max(1, DECISION_BLOCK_ENTRIES // max(1, self.support_vectors.shape[0]))
         values = np.empty((X.shape[0], self.dual_coef.shape[1]))
+        reach = np.full_like(values, np.inf)
         for start in range(0, X.shape[0], rows):
             block = pairwise_kernel(X[start:start + rows], self.support_vectors,
                                     kernel=self.kernel, gamma=self.gamma)
-            values[start:start + rows] = block @ self.dual_coef + self.intercept[None, :]
-        return values[:, 0] if values.shape[1] == 1 else values
+            values[start:start + rows] = block @ self.dual_coef
+            if self.kernel == "rbf":
+                reach[start:start + rows] = block @ np.abs(self.dual_coef)
+        return values, reach
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        values = self.decision_function(X)
+        return self.labels_from_decision(self.decision_function(X))
+
+    def labels_from_decision(self, values: np.ndarray) -> np.ndarray:
+        """The class of each row of :meth:`decision_function`'s values."""
         if values.ndim == 1:
             return np.where(values > 0, self.classes[1], self.classes[0])
         return self.classes[np.argmax(values, axis=1)]

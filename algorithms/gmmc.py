@@ -28,11 +28,13 @@ from algorithms.base import (
     ProgressCallback,
     SDPSolverError,
     check_solver_status,
+    fit_sample,
     labels_from_leading_eigenvector,
     psd_factor,
     report,
     solve_conic,
     two_cluster_labels,
+    with_intercept,
 )
 from algorithms.cpm3c import CPM3C
 from algorithms.inputs import (
@@ -644,8 +646,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         even, and its relaxed labels can order the points badly, so on unbalanced data no
         threshold of them may find the smaller cluster. False is the paper's method
         (``PAPER_SETTING``).
+    exact_max_n : int or None, default=800
+        Largest n solved over every point. Above it the fit solves (10) (or (12)) over a uniform
+        random sample of ``exact_max_n`` points and labels every point by the out-of-sample SVM
+        trained on the sample's labels, in time and memory linear in n; the dense n x n
+        Laplacians and the solver grow quadratically and faster. None: always every point.
     random_state : int or None, default=None
-        Seeds the random starting factor and the spectral partition.
+        Seeds the sample, the random starting factor and the spectral partition.
     guide : clustering estimator or None, default=None
         For ``n_clusters > 2``, the estimator whose k-partition steers the bisection
         (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and given
@@ -655,7 +662,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-    scores_ : ndarray of shape (n_samples,)
+    scores_ : ndarray of shape (n_fit_samples_,)
         The relaxed labels ``z`` (KKT eigenvector scaled by its eigenvalue); with
         ``n_clusters > 2``, of the root split (``+-1`` for a split of whole guide clusters).
     gamma_ : float
@@ -669,7 +676,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         the splits made; a split of whole guide clusters adds the value of ``z^T (S + C_e ee^T)
         z`` at its labels, not a relaxed bound, and its term ``C_e (e^T z)^2`` dominates when the
         sides differ in size, so such values are not comparable with relaxed ones.
-    dual_variables_ : ndarray of shape (n_samples,)
+    dual_variables_ : ndarray of shape (n_fit_samples_,)
         ``gamma`` of (10); with ``n_clusters > 2``, of the root split (for a split of whole
         guide clusters, the multipliers at which its labels are stationary,
         :func:`split_whole_groups`).
@@ -688,6 +695,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         The candidate whose labels were kept.
     classifier_ : list of KernelExpansionClassifier
         The out-of-sample SVM, one term per RBF width with nonzero weight.
+    n_fit_samples_ : int
+        Points (10) was solved over (``exact_max_n`` when the fit sampled, else n);
+        ``scores_`` and ``dual_variables_`` are over these points, in the order of ``X``.
 
     References
     ----------
@@ -733,6 +743,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         tol: float = 1e-6,
         C: float = 100.0,
         spectral_candidate: bool = True,
+        exact_max_n: int | None = 800,
         random_state: int | None = None,
         guide=None,
     ):
@@ -752,6 +763,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.tol = tol
         self.C = C
         self.spectral_candidate = spectral_candidate
+        self.exact_max_n = exact_max_n
         self.random_state = random_state
         self.guide = guide
 
@@ -761,12 +773,20 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
+        sample = fit_sample(X.shape[0], "auto", self.exact_max_n,
+                            check_random_state(self.random_state))
+        self.n_fit_samples_ = X.shape[0] if sample is None else sample.size
         # Kernels, Laplacians and the solver are O(n^2) products of a few hundred rows: one thread
         # (threads spin-waiting on a busy core cost more than they gain at this size).
         with small_problem_threads():
-            return self._fit(X, progress)
+            step = self._fit(X if sample is None else X[sample], progress)
+        self._fit_decision = None
+        if sample is not None:
+            self.labels_ = self._label_every_point(X, progress, step + 1)
+        return self
 
-    def _fit(self, X: np.ndarray, progress: ProgressCallback | None):
+    def _fit(self, X: np.ndarray, progress: ProgressCallback | None) -> int:
+        """Fit every point of ``X``; returns the last progress step reported."""
         n = X.shape[0]
         sq_dist = squared_distances(X)
         self.gammas_ = self._widths(X, sq_dist)
@@ -796,7 +816,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         report(progress, step + 1, self.objective_, "training the out-of-sample SVM")
         self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_, self.C)
         self.n_support_ = int(self.classifier_[0].n_support)
-        return self
+        return step + 1
 
     def _widths(self, X: np.ndarray, sq_dist: np.ndarray) -> np.ndarray:
         """The RBF widths behind the Laplacians: ``n_widths`` fractions of the distance range
@@ -936,7 +956,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """SVM decision value on the learned kernel; positive means cluster 1."""
         check_is_fitted(self, "classifier_")
         X = validate_data(self, as_float_matrix(X), reset=False)
-        return sum(term.decision_function(X) for term in self.classifier_)
+        expansions, reaches = zip(*(term.expansion(X) for term in self.classifier_), strict=True)
+        return with_intercept(sum(expansions), sum(reaches), self.classifier_[0].intercept)
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by an SVM trained on the found labels with the learned kernel."""
@@ -945,10 +966,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one kernel evaluation."""
         decision = self.decision_function(X)  # checks fitted first: NotFittedError
-        classes = self.classifier_[0].classes
-        if decision.ndim == 2:  # one-vs-rest columns, n_clusters > 2
-            return classes[np.argmax(decision, axis=1)].astype(np.int64), decision
-        return np.where(decision > 0, classes[1], classes[0]).astype(np.int64), decision
+        return self.classifier_[0].labels_from_decision(decision).astype(np.int64), decision
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

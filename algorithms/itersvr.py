@@ -38,7 +38,6 @@ The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +53,6 @@ from algorithms.base import (
     ProgressCallback,
     balance_limit,
     fit_sample,
-    in_row_blocks,
     report,
 )
 from algorithms.cpm3c import CPM3C
@@ -360,10 +358,6 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
 
 
-# Points labelled by the SVM tree between two progress reports of a sampled fit.
-LABEL_BLOCK = 100_000
-
-
 class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Maximum margin clustering by iterative SVR with the Laplacian loss (iterSVR).
 
@@ -548,19 +542,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
         self._fit_decision = None
         if sample is not None:
-            labels = []
-
-            def label_block(block: np.ndarray) -> np.ndarray:
-                block_labels, decision = self.predict_with_decision(block)
-                labels.append(block_labels)
-                return decision
-
-            decision = in_row_blocks(
-                label_block, X_all, LABEL_BLOCK, lambda done, total: report(
-                    progress, step + 1, self.objective_,
-                    f"labelled {done:,} of {total:,} points with the SVM tree"))
-            self._fit_decision = (weakref.ref(X_all), decision)
-            self.labels_ = np.concatenate(labels)
+            self.labels_ = self._label_every_point(X_all, progress, step + 1)
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:

@@ -174,15 +174,22 @@ def _params_schema(params_model: type[AlgorithmParams]) -> dict[str, Any]:
 
 # SVC's schedule solves tens of spheres of O(N^2) each, and the paper's complete labeling tests
 # O(N^2) segments: the points one exact fit may hold within the job timeout, with room for
-# high-dimensional data, and all the points a sampled fit labels (timed by
-# benchmarks/svc.py --defaults-at-scale).
+# high-dimensional data (timed by benchmarks/svc.py --defaults-at-scale).
 SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
-SVC_SAMPLED_MAX_N = 1_000_000
+# All the points a fit that clusters a sample (``exact_max_n``) labels by its out-of-sample model
+# (timed by benchmarks/defaults.py --at-scale and benchmarks/sdp_solver.py --scale).
+SAMPLED_MAX_N = 1_000_000
 
 
-def _svc_exact(limit: int) -> Callable[[SupportVectorClusteringParams], bool]:
-    """Whether SVC fits every point exactly where an exact fit may hold ``limit`` points."""
-    return lambda params: params.solver == "exact" or params.exact_max_n > limit
+def _fits_exactly(limit: int) -> Callable[[AlgorithmParams], bool]:
+    """Whether a fit clusters every point where an exact fit may hold ``limit`` points: asked to
+    (``solver="exact"``, ``exact_max_n=None``), or ``exact_max_n`` allows more."""
+    return lambda params: (getattr(params, "solver", None) == "exact"
+                           or params.exact_max_n is None or params.exact_max_n > limit)
+
+
+def _exactly(limit: int) -> str:
+    return f"fitted exactly (exact_max_n null or > {limit:,})"
 
 
 _SPECS: tuple[AlgorithmSpec, ...] = (
@@ -238,17 +245,17 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
                   condition=f"labeling='complete' fitted exactly (solver='exact' or exact_max_n > "
                             f"{SVC_EXACT_MAX_N['complete']:,})",
                   holds=lambda p: p.labeling == "complete"
-                  and _svc_exact(SVC_EXACT_MAX_N["complete"])(p)),
+                  and _fits_exactly(SVC_EXACT_MAX_N["complete"])(p)),
             Limit(SVC_EXACT_MAX_N["other"],
                   condition=f"fitted exactly (solver='exact' or exact_max_n > "
                             f"{SVC_EXACT_MAX_N['other']:,})",
-                  holds=_svc_exact(SVC_EXACT_MAX_N["other"])),
-            Limit(SVC_SAMPLED_MAX_N),
+                  holds=_fits_exactly(SVC_EXACT_MAX_N["other"])),
+            Limit(SAMPLED_MAX_N),
         ),
         timeout_seconds=900,
         check_size=lambda params, n: soft_margin_problem(params.C, n),
         notes={"large_n": f"the default solver='auto' fits a random sample of exact_max_n points "
-                          f"and labels the rest by predict, up to {SVC_SAMPLED_MAX_N:,} points"},
+                          f"and labels the rest by predict, up to {SAMPLED_MAX_N:,} points"},
     ),
     AlgorithmSpec(
         name="gmmc",
@@ -264,9 +271,14 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # Dense n x n matrices (timed by benchmarks/gmmc.py); kernel learning keeps
         # n_widths Laplacians in memory and re-solves (10) for every step of beta.
         limits=(
-            Limit(1_500, "slow", "kernel_learning=true", lambda p: p.kernel_learning),
-            Limit(4_000, "slow"),
+            Limit(1_500, "slow", f"kernel_learning=true, {_exactly(1_500)}",
+                  lambda p: p.kernel_learning and _fits_exactly(1_500)(p)),
+            Limit(4_000, "slow", _exactly(4_000), _fits_exactly(4_000)),
+            Limit(SAMPLED_MAX_N, "slow"),
         ),
+        notes={"large_n": f"the default exact_max_n=800 solves (10) over a random sample of 800 "
+                          f"points and labels the rest by the out-of-sample SVM, up to "
+                          f"{SAMPLED_MAX_N:,} points"},
         timeout_seconds=1800,
         # The paper's widths are fractions of the range of pairwise distances: two points have
         # one distance and no range.
@@ -289,17 +301,25 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # bisection solves (3.5) on all points, then on ever smaller clusters: the two-class
         # limits hold for it.
         limits=(
-            Limit(MULTICLASS_MAX_N, "slow", "multiclass='joint' with n_clusters > 2",
-                  lambda p: p.n_clusters > 2 and p.multiclass == "joint"),
-            Limit(TWO_CLASS_MAX_N, "slow", "solver='scs' or 'clarabel'",
-                  lambda p: p.solver != "lowrank"),
-            Limit(LOWRANK_TWO_CLASS_MAX_N, "slow"),
+            Limit(MULTICLASS_MAX_N, "slow",
+                  f"multiclass='joint' with n_clusters > 2, {_exactly(MULTICLASS_MAX_N)}",
+                  lambda p: p.n_clusters > 2 and p.multiclass == "joint"
+                  and _fits_exactly(MULTICLASS_MAX_N)(p)),
+            Limit(TWO_CLASS_MAX_N, "slow",
+                  f"solver='scs' or 'clarabel', {_exactly(TWO_CLASS_MAX_N)}",
+                  lambda p: p.solver != "lowrank" and _fits_exactly(TWO_CLASS_MAX_N)(p)),
+            Limit(LOWRANK_TWO_CLASS_MAX_N, "slow", _exactly(LOWRANK_TWO_CLASS_MAX_N),
+                  _fits_exactly(LOWRANK_TWO_CLASS_MAX_N)),
+            Limit(SAMPLED_MAX_N, "slow"),
         ),
         timeout_seconds=1800,
         retry_safe=True,
         check_labels=lambda params, y: sdp_mmc_partial_labels_problem(
-            params.n_clusters, params.multiclass, y, params.class_balance, params.size_band),
-        notes={"alternative": "use itersvr (two clusters) or cpm3c (multi-class) for larger data"},
+            params.n_clusters, params.multiclass, y, params.class_balance, params.size_band,
+            params.exact_max_n),
+        notes={"large_n": f"the default exact_max_n=800 solves the relaxation over a random "
+                          f"sample of 800 points and labels the rest by the out-of-sample SVM, up "
+                          f"to {SAMPLED_MAX_N:,} points"},
     ),
     AlgorithmSpec(
         name="m3n",

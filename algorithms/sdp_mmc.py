@@ -74,6 +74,7 @@ from algorithms.base import (
     balance_limit,
     balanced_signs,
     check_solver_status,
+    fit_sample,
     labels_from_label_matrix,
     psd_factor,
     randomized_rounding,
@@ -511,6 +512,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         tight,
         and on curved clusters its rounding can have a far larger ``omega`` than the spectral
         partition. False is the thesis's method (``PAPER_SETTING``).
+    exact_max_n : int or None, default=800
+        Largest n whose relaxation is solved over every point. Above it the fit solves it over a
+        uniform random sample of ``exact_max_n`` points (every partially labelled point among
+        them) and labels every point by the out-of-sample SVM trained on the sample's labels
+        (section 3.4), in time and memory linear in n. The low-rank solver's cost grows steeply
+        with n (the inner SVM dual has nearly every point as a support vector at the local
+        width), so the default keeps one solve to seconds. None: always every point.
     solver : {"lowrank", "scs", "clarabel"}, default="lowrank"
         ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
         (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
@@ -534,11 +542,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     labels_ : ndarray of shape (n_samples,)
         Cluster of each training point, ``0..k-1``; with partial labels, known points keep theirs
         and cluster ``r`` is class ``r``.
-    label_matrix_ : ndarray of shape (n_samples, n_samples)
+    label_matrix_ : ndarray of shape (n_fit_samples_, n_fit_samples_)
         The relaxed ``M`` of (3.5) (entries in [-1, 1]) or (4.8) (entries in [0, 1]).
-    assignment_ : ndarray of shape (n_samples, n_clusters)
+    assignment_ : ndarray of shape (n_fit_samples_, n_clusters)
         The relaxed ``D`` of (4.8) (multi-class only).
-    scores_ : ndarray of shape (n_samples,)
+    scores_ : ndarray of shape (n_fit_samples_,)
         Two-class relaxed labels ``sqrt(alpha_1) v_1`` (bisection: those of the first split).
     objective_ : float
         Two-class: optimal value of the SDP (3.5), the relaxed inverse squared margin ``omega``.
@@ -567,6 +575,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Out-of-sample SVM on the recovered labels (section 3.4).
     n_iter_ : int
         Solver iterations of the SDP.
+    n_fit_samples_ : int
+        Points the relaxation was solved over (``exact_max_n`` when the fit sampled, else n);
+        the relaxed matrices and ``scores_`` are over these points, in the order of ``X``.
     n_support_ : int
 
     References
@@ -604,6 +615,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         rounding: str = "eigenvector",
         n_rounding: int = 50,
         spectral_candidate: bool = True,
+        exact_max_n: int | None = 800,
         solver: str = "lowrank",
         tol: float = 1e-3,
         max_iter: int = 20000,
@@ -621,6 +633,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.rounding = rounding
         self.n_rounding = n_rounding
         self.spectral_candidate = spectral_candidate
+        self.exact_max_n = exact_max_n
         self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
@@ -643,17 +656,23 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
-        labels = self._partial_labels(y, X.shape[0])
+        given = self._partial_labels(y, X.shape[0])
+        problem = partial_labels_problem(self.n_clusters, self.multiclass, given,
+                                         self.class_balance, self.size_band, self.exact_max_n)
+        if problem:
+            raise ValueError(problem)
+        X_all, sample = X, fit_sample(
+            X.shape[0], "auto", self.exact_max_n, check_random_state(self.random_state),
+            keep=None if given is None else np.flatnonzero(given >= 0))
+        X, labels = ((X, given) if sample is None else
+                     (X[sample], None if given is None else given[sample]))
         n, k = X.shape[0], self.n_clusters
+        self.n_fit_samples_ = n
         if self.kernel == "rbf":
             self.gamma_ = (median_heuristic_gamma(X) if self.gamma in ("paper", "seed")
                            else resolve_gamma(X, self.gamma, random_state=self.random_state))
         else:
             self.gamma_ = 0.0
-        problem = partial_labels_problem(k, self.multiclass, labels, self.class_balance,
-                                         self.size_band)
-        if problem:
-            raise ValueError(problem)
         joint = k > 2 and (self.multiclass == "joint" or labels is not None)
         # Partial labels with k > 2 break (4.8)'s symmetry: that program stays on cvxpy.
         on_cvxpy = self.solver != "lowrank" or (joint and labels is not None)
@@ -679,6 +698,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         )
         self.n_support_ = self.classifier_.n_support
         report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
+        self._fit_decision = None
+        if sample is not None:
+            self.labels_ = self._label_every_point(X_all, progress, last_step + 2)
+            if given is not None:  # labelled points keep their labels, as in an exact fit
+                known = given >= 0
+                self.labels_[known] = given[known]
         return self
 
     def _fit_two_class(self, X: np.ndarray, K_raw: np.ndarray, labels, progress) -> None:
@@ -890,9 +915,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Cluster of new points by the SVM trained on the recovered labels (section 3.4)."""
-        check_is_fitted(self, "classifier_")
-        X = validate_data(self, as_float_matrix(X), reset=False)
-        return self.classifier_.predict(X).astype(np.int64)
+        return self.predict_with_decision(X)[0]
+
+    def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        decision = self.decision_function(X)
+        return self.classifier_.labels_from_decision(decision).astype(np.int64), decision
 
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):

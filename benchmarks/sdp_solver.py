@@ -1,8 +1,13 @@
 """The low-rank SDP solver (algorithms.lowrank_sdp) against the cvxpy/SCS reference, same run.
 
 Run: ``python -m benchmarks.sdp_solver [--sizes 50 100 200 400] [--lowrank-sizes 800 1200 2000]
-[--robust-sizes 50 100 200] [--robust-lowrank-sizes 400] [--rows] [--multiclass] [--gmmc]``.
+[--robust-sizes 50 100 200] [--robust-lowrank-sizes 400] [--rows] [--multiclass] [--gmmc]``,
+or ``python -m benchmarks.sdp_solver --scale [N ...]`` for the estimators at scale alone.
 Prints Markdown tables:
+
+* ``--scale``: SDP MMC and GMMC with their defaults on touching and separated Gaussians at
+  n = 500 to 10,000, beside SpectralClustering: seconds, ARI, gap, points solved over, peak
+  memory, and the growth exponent of the seconds in n;
 
 * two-class SDP (3.5) on two Gaussians (``benchmarks.gmmc.two_gaussians``, RBF with the median
   width, beta 0.01, class_balance 0.1): seconds of each solver, the ratio, the relative objective
@@ -255,6 +260,81 @@ def gmmc_table() -> None:
               f"{shared.gap:.1e} | {shared.status} | {agreement:.3f} |")
 
 
+def two_gaussians_apart(n: int, distance: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit-variance Gaussians in 2-D whose centres are ``distance`` apart, n / 2 points
+    each (4 apart: touching, a Bayes error of 2.3 %; 8 apart: separated, 3e-5)."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = rng.standard_normal((n, 2))
+    X[:, 0] += np.where(y == 1, distance / 2, -distance / 2)
+    return X, y
+
+
+def _fit_in_child(method: str, n: int, distance: float, queue) -> None:
+    """One fit with the defaults, in a forked process so that its peak resident memory is its
+    own: seconds, ARI, the solver's gap, the points solved over and the peak in MB."""
+    import resource
+
+    from sklearn.cluster import SpectralClustering
+
+    from algorithms.gmmc import GMMC
+
+    X, y = two_gaussians_apart(n, distance)
+    start = time.perf_counter()
+    if method == "spectral":
+        labels = SpectralClustering(2, affinity="nearest_neighbors",
+                                    random_state=0).fit_predict(X)
+        gap, solved = None, n
+    else:
+        est = (SDPMMC if method == "sdp_mmc" else GMMC)(2, random_state=0).fit(X)
+        labels, solved = est.labels_, est.n_fit_samples_
+        gap = (est.certificate_["relative_gap"] if method == "sdp_mmc"
+               and getattr(est, "certificate_", None) else getattr(est, "duality_gap_", None))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put((seconds, adjusted_rand_score(y, labels), gap, solved, peak))
+
+
+def growth_exponent(sizes, seconds) -> float:
+    """Slope of log(seconds) against log(n), least squares."""
+    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+
+def scale_table(sizes) -> None:
+    """``--scale``: SDP MMC and GMMC with their defaults (only ``n_clusters``) on touching and
+    separated Gaussians, beside SpectralClustering (kNN affinity) in the same run."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    print("\n### SDP MMC and GMMC with their defaults as n grows\n")
+    print("Two unit-variance Gaussians in 2-D, n / 2 points each, centres 4 apart (touching) or "
+          "8 apart (separated); one fit each in a forked process. *solved* is the number of "
+          "points the relaxation was solved over (`n_fit_samples_`); *gap* the certified "
+          "relative duality gap (SDP MMC) or the duality gap (GMMC) of that solve; *MB* the "
+          "fit process's peak resident memory.\n")
+    print("| method | data | n | seconds | ARI | gap | solved | MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    times: dict[tuple[str, str], list[float]] = {}
+    for method in ("sdp_mmc", "gmmc", "spectral"):
+        for data, distance in (("touching", 4.0), ("separated", 8.0)):
+            for n in sizes:
+                queue = context.Queue()
+                child = context.Process(target=_fit_in_child, args=(method, n, distance, queue))
+                child.start()
+                seconds, ari, gap, solved, peak = queue.get()
+                child.join()
+                times.setdefault((method, data), []).append(seconds)
+                gap_text = "" if gap is None else f"{gap:.1e}"
+                print(f"| {method} | {data} | {n:,} | {seconds:.1f} | {ari:.3f} | {gap_text} | "
+                      f"{solved:,} | {peak:.0f} |", flush=True)
+    print("\nGrowth exponent of the seconds in n (least squares on log-log, all sizes):\n")
+    print("| method | touching | separated |")
+    print("|---|---|---|")
+    for method in ("sdp_mmc", "gmmc", "spectral"):
+        print(f"| {method} | {growth_exponent(sizes, times[(method, 'touching')]):.2f} | "
+              f"{growth_exponent(sizes, times[(method, 'separated')]):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[50, 100, 200, 400])
@@ -268,8 +348,16 @@ def main() -> None:
                         help="also (4.8): low-rank vs SCS on digits, and k = 10 at n = 600")
     parser.add_argument("--gmmc", action="store_true",
                         help="also GMMC's SDP (10) by its own solver and the shared one")
+    parser.add_argument("--scale", type=int, nargs="*", metavar="N",
+                        help="only SDP MMC and GMMC with their defaults at these sizes (none "
+                             "given: 500 1000 2000 5000 10000), beside spectral clustering")
     docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
+    if args.scale is not None:
+        with docs_pages.record(args.write_docs, docs_pages.DOCS / "sdp_solver.md", "sdp-scale",
+                               "benchmarks.sdp_solver"):
+            scale_table(args.scale or [500, 1000, 2000, 5000, 10000])
+        return
     with docs_pages.record(args.write_docs, docs_pages.DOCS / "sdp_solver.md", "sdp-solver",
                            "benchmarks.sdp_solver"):
         two_class_table(args.sizes, args.lowrank_sizes)

@@ -4,12 +4,14 @@ import numpy as np
 import pytest
 
 from algorithms.base import (
+    KernelExpansionClassifier,
     arrays_to_npz_bytes,
     as_float_matrix,
     check_clustering_input,
     clustering_error,
     labels_from_leading_eigenvector,
     npz_bytes_to_arrays,
+    with_intercept,
 )
 from algorithms.kernels import (
     NystromMap,
@@ -289,3 +291,20 @@ def test_leading_eigenvector_recovers_labels_from_outer_product():
     labels, scores = labels_from_leading_eigenvector(np.outer(y, y))
     assert clustering_error(y, labels) == 0.0
     np.testing.assert_allclose(np.abs(scores), 1.0)
+
+
+def test_far_from_every_support_vector_the_nearest_ones_decide_not_the_bias():
+    # Class 0 around -1, class 1 around +1, and a bias toward class 1. Near the data the bias
+    # counts; at -6 the RBF expansion is ~1e-11 and the bias alone would say class 1.
+    svm = KernelExpansionClassifier(np.array([[-1.0], [1.0]]), np.array([[-1.0], [1.0]]),
+                                    np.array([0.5]), np.array([0, 1]), "rbf", 1.0)
+    X = np.array([[-6.0], [-1.0], [0.0], [6.0]])
+    np.testing.assert_array_equal(svm.predict(X), [0, 0, 1, 1])
+    expansion, reach = svm.expansion(X)
+    biased = expansion[:, 0] + 0.5
+    assert biased[0] > 0  # what the bias alone would decide
+    np.testing.assert_allclose(svm.decision_function(X)[1:3], biased[1:3])
+    # Several columns: the bias is left out only where no column's expansion can outweigh it.
+    values = with_intercept(np.array([[1e-9, -1e-9], [0.3, 0.1]]),
+                            np.array([[1e-9, 1e-9], [0.3, 0.2]]), np.array([-0.5, -0.2]))
+    np.testing.assert_allclose(values, [[1e-9, -1e-9], [-0.2, -0.1]])

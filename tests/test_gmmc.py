@@ -368,3 +368,13 @@ def test_regularized_degrees_split_no_handful_of_outliers_off():
     model = GMMC(spectral_candidate=False, random_state=0).fit(cancer.X)
     assert np.bincount(model.labels_).min() >= 0.4 * cancer.X.shape[0]
     assert adjusted_rand_score(cancer.y, model.labels_) >= 0.55
+
+
+def test_above_exact_max_n_gmmc_solves_a_sample_and_the_svm_labels_every_point():
+    X, y = two_gaussians(n=600, seed=3)
+    X[y == 1, 0] += 4.0
+    est = GMMC(exact_max_n=150, random_state=0).fit(X)
+    assert est.n_fit_samples_ == 150 and est.scores_.shape == (150,)
+    np.testing.assert_array_equal(est.labels_, est.predict(X))
+    # One cluster for all, the trivial baseline, errs on half the points.
+    assert clustering_error(y, est.labels_) <= 0.02 < clustering_error(y, np.zeros(600, int))

@@ -426,3 +426,33 @@ def test_repeated_rows_are_solved_once_with_their_copies_and_labelled_alike():
     assert not any("gap" in warning for warning in model.warnings_)
     assert model.certificate_["relative_gap"] <= model.tol
     assert np.bincount(model.labels_).tolist() == [299, 1]
+
+
+def test_above_exact_max_n_the_relaxation_is_solved_on_a_sample_and_the_svm_labels_all():
+    X, y = two_gaussians(n=600, seed=3)
+    X[y == 1, 0] += 4.0  # 8 standard deviations apart: a Bayes error of 3e-5
+    est = SDPMMC(exact_max_n=150, random_state=0).fit(X)
+    assert est.n_fit_samples_ == 150 and est.label_matrix_.shape == (150, 150)
+    assert est.labels_.shape == (600,)
+    np.testing.assert_array_equal(est.labels_, est.predict(X))
+    np.testing.assert_array_equal(est.fit_decision_values(X, 1000, lambda *_: None),
+                                  est.decision_function(X))
+    # One cluster for all, the trivial baseline, errs on half the points.
+    assert clustering_error(y, est.labels_) <= 0.02 < clustering_error(y, np.zeros(600, int))
+    assert est.result_extras()["n_fit_samples"] == 150
+    exact = SDPMMC(exact_max_n=None, random_state=0).fit(X[:200])
+    assert exact.n_fit_samples_ == 200 and exact._fit_decision is None
+
+
+def test_a_sampled_semi_supervised_fit_keeps_every_labelled_point_and_its_label():
+    X, y = two_gaussians(n=400, seed=4)
+    partial = np.full(400, -1)
+    known = np.r_[0:10, 390:400]
+    partial[known] = y[known]
+    est = SDPMMC(exact_max_n=100, random_state=0).fit(X, partial)
+    assert est.n_fit_samples_ == 100
+    np.testing.assert_array_equal(est.labels_[known], y[known])
+    assert clustering_error(y, est.labels_) < 0.1
+    partial[:120] = 0
+    with pytest.raises(ValueError, match="do not fit in the sample of exact_max_n=100"):
+        SDPMMC(exact_max_n=100).fit(X, partial)

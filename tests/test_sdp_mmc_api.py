@@ -59,16 +59,34 @@ def test_labels_that_make_the_sdp_infeasible_are_a_422_not_a_failed_job(service_
     assert "raise class_balance or label fewer points" in response.json()["detail"]
 
 
-def test_too_many_points_get_a_422_naming_the_scalable_alternatives(service_url):
+def test_more_points_than_an_exact_fit_holds_get_a_422_naming_the_sampled_fit(service_url):
     spec = get_spec("sdp_mmc")
-    for params in ({}, {"n_clusters": 4}, {"n_clusters": 4, "multiclass": "joint"}):
+    assert spec.max_n_for(spec.parse_params({})) == 1_000_000  # the default samples
+    for params in ({"exact_max_n": None}, {"n_clusters": 4, "exact_max_n": None},
+                   {"n_clusters": 4, "multiclass": "joint"}):
         n = spec.max_n_for(spec.parse_params(params)) + 1
+        assert n <= 2_001
         rng = np.random.default_rng(0)
         payload = {"algorithm": {"name": "sdp_mmc", "params": params},
                    "data": {"X": rng.standard_normal((n, 2)).round(3).tolist()}}
         response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
         assert response.status_code == 422, response.text
-        assert "itersvr" in response.text and "cpm3c" in response.text
+        assert "exact_max_n=800" in response.text
+
+
+def test_partial_labels_that_overflow_the_sample_get_a_422(service_url):
+    # 900 points with a sample of 100: 120 labelled points cannot all join it, and 60 labelled
+    # in one class break class_balance over the 100 points solved.
+    X, _ = two_gaussians(n=900, seed=1)
+    for n_known, needle in ((120, "do not fit in the sample of exact_max_n=100"),
+                            (60, "raise class_balance or label fewer points")):
+        y = [-1] * 900
+        y[:n_known] = [0] * n_known
+        payload = {"algorithm": {"name": "sdp_mmc", "params": {"exact_max_n": 100}},
+                   "data": {"X": X.tolist(), "y": y}}
+        response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
+        assert response.status_code == 422, response.text
+        assert needle in response.json()["detail"]
 
 
 def test_two_class_job_above_the_old_scs_limit_runs_on_the_lowrank_solver(service_url):

@@ -64,6 +64,12 @@ class GMMCParams(AlgorithmParams):
         "the kNN graph by the soft-margin objective of the out-of-sample SVM (C) and keep "
         "whichever labeling has the smaller (false: the labels of (10) alone, as in the paper).",
     )
+    exact_max_n: int | None = Field(
+        800, ge=3, le=20000,
+        description="Largest n solved over every point; above it, over a uniform random sample of "
+        "exact_max_n points, and every point is labelled by the out-of-sample SVM. null: always "
+        "every point.",
+    )
     random_state: RandomStateParam = None
 
     @model_validator(mode="after")

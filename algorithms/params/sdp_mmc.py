@@ -75,6 +75,12 @@ class SDPMMCParams(AlgorithmParams):
         "(two-class, and unsupervised multi-class (4.8); (4.8) with partial labels uses SCS); "
         "'scs' or 'clarabel': the cvxpy formulation, the reference.",
     )
+    exact_max_n: int | None = Field(
+        800, ge=2, le=20000,
+        description="Largest n whose relaxation is solved over every point; above it, over a "
+        "uniform random sample of exact_max_n points (every partially labelled point among them), "
+        "and every point is labelled by the out-of-sample SVM. null: always every point.",
+    )
     tol: float = Field(1e-3, gt=0, le=1e-1,
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
     max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
@@ -111,20 +117,47 @@ def label_balance_problem(labels, n_clusters: int, class_balance: float,
     return None
 
 
-def partial_labels_problem(n_clusters: int, multiclass: str, labels,
-                           class_balance: float, size_band: float) -> str | None:
+def partial_labels_problem(n_clusters: int, multiclass: str, labels, class_balance: float,
+                           size_band: float, exact_max_n: int | None = None) -> str | None:
     """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
-    is ``-1`` or a cluster ``0..n_clusters-1``, no cluster holds more labelled points than the
-    balance allows, and with more than two clusters only the multi-class SDP (4.8) takes them
-    (thesis section 4.3)."""
-    if labels is not None and (problem := label_range_problem(labels, n_clusters)
-                               or label_balance_problem(labels, n_clusters, class_balance,
-                                                        size_band)):
+    is ``-1`` or a cluster ``0..n_clusters-1``, a fit over a sample of ``exact_max_n`` points has
+    room for every labelled point, no cluster holds more labelled points than the balance allows
+    over the points solved (:func:`labels_in_fit`), and with more than two clusters only the
+    multi-class SDP (4.8) takes them (thesis section 4.3)."""
+    if labels is not None and (
+            problem := label_range_problem(labels, n_clusters)
+            or sampled_labels_problem(labels, exact_max_n)
+            or label_balance_problem(labels_in_fit(labels, exact_max_n), n_clusters,
+                                     class_balance, size_band)):
         return problem
     if (n_clusters > 2 and multiclass != "joint" and labels is not None
             and np.any(np.asarray(labels) >= 0)):
         return ("partial labels with n_clusters > 2 need multiclass='joint' (the multi-class "
                 "SDP (4.8) with labels, thesis section 4.3)")
+    return None
+
+
+def labels_in_fit(labels, exact_max_n: int | None) -> np.ndarray:
+    """The partial labels of the points a fit solves over, as counts matter to the checks: all of
+    ``labels`` up to ``exact_max_n`` points, else every labelled point and enough unknown
+    (``-1``) ones to make a sample of ``exact_max_n`` (:func:`algorithms.base.fit_sample`)."""
+    labels = np.asarray(labels)
+    if exact_max_n is None or labels.size <= exact_max_n:
+        return labels
+    known = labels[labels >= 0]
+    return np.concatenate([known, np.full(max(0, exact_max_n - known.size), -1)])
+
+
+def sampled_labels_problem(labels, exact_max_n: int | None) -> str | None:
+    """Why the labelled points cannot all join the sample of a large fit, or None."""
+    labels = np.asarray(labels)
+    if exact_max_n is None or labels.size <= exact_max_n:
+        return None
+    n_known = int(np.count_nonzero(labels >= 0))
+    if n_known > exact_max_n:
+        return (f"{n_known} labelled points do not fit in the sample of exact_max_n={exact_max_n} "
+                f"points a fit of {labels.size} points solves over; raise exact_max_n or label "
+                f"fewer points")
     return None
 
 
