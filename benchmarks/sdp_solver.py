@@ -327,12 +327,20 @@ def scale_table(sizes) -> None:
                 gap_text = "" if gap is None else f"{gap:.1e}"
                 print(f"| {method} | {data} | {n:,} | {seconds:.1f} | {ari:.3f} | {gap_text} | "
                       f"{solved:,} | {peak:.0f} |", flush=True)
-    print("\nGrowth exponent of the seconds in n (least squares on log-log, all sizes):\n")
-    print("| method | touching | separated |")
-    print("|---|---|---|")
+    large = [i for i, n in enumerate(sizes) if n >= 2000]
+    print("\nGrowth exponent of the seconds in n (least squares on log-log), over all sizes "
+          "and over n >= 2,000:\n")
+    print("| method | touching, all | touching, >= 2,000 | separated, all | separated, >= 2,000 |")
+    print("|---|---|---|---|---|")
     for method in ("sdp_mmc", "gmmc", "spectral"):
-        print(f"| {method} | {growth_exponent(sizes, times[(method, 'touching')]):.2f} | "
-              f"{growth_exponent(sizes, times[(method, 'separated')]):.2f} |")
+        cells = []
+        for data in ("touching", "separated"):
+            seconds = times[(method, data)]
+            cells.append(f"{growth_exponent(sizes, seconds):.2f}")
+            tail = growth_exponent([sizes[i] for i in large], [seconds[i] for i in large]) \
+                if len(large) >= 2 else None
+            cells.append("" if tail is None else f"{tail:.2f}")
+        print(f"| {method} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:

@@ -300,7 +300,7 @@ def test_far_from_every_support_vector_the_nearest_ones_decide_not_the_bias():
                                     np.array([0.5]), np.array([0, 1]), "rbf", 1.0)
     X = np.array([[-6.0], [-1.0], [0.0], [6.0]])
     np.testing.assert_array_equal(svm.predict(X), [0, 0, 1, 1])
-    expansion, reach = svm.expansion(X)
+    expansion, _ = svm.expansion(X)
     biased = expansion[:, 0] + 0.5
     assert biased[0] > 0  # what the bias alone would decide
     np.testing.assert_allclose(svm.decision_function(X)[1:3], biased[1:3])

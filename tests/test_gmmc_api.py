@@ -4,7 +4,7 @@ import httpx
 import numpy as np
 
 from algorithms.base import clustering_error
-from benchmarks.gmmc import two_jointed_circles
+from benchmarks.gmmc import two_gaussians, two_jointed_circles
 from tests.helpers import submit_job, wait_for_job
 
 
@@ -82,3 +82,21 @@ def test_gmmc_two_class_job_reports_the_margin_choice_in_its_extras(service_url)
                            json={"X": X[:30].tolist()}, timeout=30.0)
     assert predicted.status_code == 200, predicted.text
     assert predicted.json()["labels"] == result["labels"][:30]
+
+
+def test_a_gmmc_job_above_exact_max_n_solves_a_sample_and_its_model_labelled_every_point(
+        service_url):
+    X, y = two_gaussians(n=400, seed=3)
+    X[y == 1, 0] += 4.0  # 8 standard deviations apart
+    payload = {"algorithm": {"name": "gmmc", "params": {"exact_max_n": 100, "random_state": 0}},
+               "data": {"X": X.tolist()}}
+    final = wait_for_job(service_url, submit_job(service_url, payload)["id"], timeout=240)
+    assert final["status"] == "succeeded", final["error"]
+    result = httpx.get(f"{service_url}/v1/jobs/{final['id']}/result", timeout=30.0).json()
+    assert result["extras"]["n_fit_samples"] == 100 and len(result["labels"]) == 400
+    # One cluster for all, the trivial baseline, errs on half the points.
+    assert clustering_error(y, result["labels"]) <= 0.02 < clustering_error(y, np.zeros(400, int))
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X.tolist()}, timeout=30.0)
+    assert predicted.status_code == 200, predicted.text
+    assert predicted.json()["labels"] == result["labels"]
