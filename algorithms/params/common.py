@@ -73,6 +73,14 @@ def reciprocal(value: Any) -> Any:
     return value
 
 
+def sample_size_problem(exact_max_n: int | None, n_clusters: int) -> str | None:
+    """Why a sample of ``exact_max_n`` points cannot hold ``n_clusters`` clusters, or None."""
+    if exact_max_n is not None and exact_max_n < n_clusters:
+        return (f"exact_max_n={exact_max_n} is fewer than n_clusters={n_clusters}: a sampled fit "
+                f"could not form every cluster")
+    return None
+
+
 class AlgorithmParams(BaseModel):
     """Base of every algorithm's parameter model: unknown parameters are an error.
 

@@ -12,6 +12,7 @@ from algorithms.params.common import (
     NClusters,
     PositiveFloat,
     RandomStateParam,
+    sample_size_problem,
 )
 
 
@@ -76,4 +77,10 @@ class GMMCParams(AlgorithmParams):
     def _kernel_learning_is_two_class(self):
         if self.kernel_learning and self.n_clusters != 2:
             raise ValueError("kernel_learning (12) is a two-class problem: use n_clusters=2")
+        return self
+
+    @model_validator(mode="after")
+    def _sample_holds_the_clusters(self):
+        if problem := sample_size_problem(self.exact_max_n, self.n_clusters):
+            raise ValueError(problem)
         return self

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from algorithms.params.common import (
     AlgorithmParams,
@@ -17,6 +17,7 @@ from algorithms.params.common import (
     RandomStateParam,
     Renames,
     reciprocal,
+    sample_size_problem,
 )
 
 SolverParam = Literal["lowrank", "scs", "clarabel"]
@@ -85,6 +86,12 @@ class SDPMMCParams(AlgorithmParams):
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
     max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
     random_state: RandomStateParam = None
+
+    @model_validator(mode="after")
+    def _sample_holds_the_clusters(self):
+        if problem := sample_size_problem(self.exact_max_n, self.n_clusters):
+            raise ValueError(problem)
+        return self
 
 
 def label_range_problem(labels, n_clusters: int) -> str | None:
