@@ -268,23 +268,56 @@ def clustering_error(y_true: Any, y_pred: Any) -> float:
     return 1.0 - table[rows, cols].sum() / truth.size
 
 
+# Cells of a stratified sample (fit_sample with X): each of a few clusters spans several cells, and
+# a sample of a few hundred points still gives each cell a handful.
+SAMPLE_CELLS = 64
+
+
 def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int | None,
-               rng: np.random.RandomState, keep: np.ndarray | None = None) -> np.ndarray | None:
-    """Sorted indices of the uniform random sample of ``exact_max_n`` points that a large-n fit
-    clusters, or None when every point is clustered (``solver="exact"``, ``exact_max_n=None``, or
-    ``"auto"`` with at most ``exact_max_n`` points). The rows ``keep`` (partially labelled points)
-    are always in the sample; the rest of it is drawn uniformly from the other rows."""
+               rng: np.random.RandomState, keep: np.ndarray | None = None,
+               X: np.ndarray | None = None) -> np.ndarray | None:
+    """Sorted indices of the random sample of ``exact_max_n`` points that a large-n fit clusters,
+    or None when every point is clustered (``solver="exact"``, ``exact_max_n=None``, or
+    ``"auto"`` with at most ``exact_max_n`` points).
+
+    The rows ``keep`` (partially labelled points) are always in the sample. The rest is drawn
+    from the other rows: uniformly, or, given their coordinates ``X``, stratified. Then the rows
+    are split into ``SAMPLE_CELLS`` cells by k-means and each cell gives its share of the draw
+    (largest remainders), uniformly within the cell. A uniform sample's clusters differ from the
+    data's proportions by about ``sqrt(exact_max_n)`` points; a stratified one's by a few, which
+    matters to methods that split their sample evenly (GMMC's (10)).
+    """
     if solver == "exact" or exact_max_n is None or n_samples <= exact_max_n:
         return None
     keep = np.zeros(0, dtype=np.int64) if keep is None else np.asarray(keep, dtype=np.int64)
     if keep.size > exact_max_n:
         raise ValueError(f"{keep.size} labelled points do not fit in a sample of exact_max_n="
                          f"{exact_max_n} points; raise exact_max_n or label fewer points")
-    if keep.size == 0:
-        return np.sort(rng.choice(n_samples, size=exact_max_n, replace=False))
-    others = np.setdiff1d(np.arange(n_samples), keep)
-    drawn = rng.choice(others, size=exact_max_n - keep.size, replace=False)
+    others = np.arange(n_samples) if keep.size == 0 else np.setdiff1d(np.arange(n_samples), keep)
+    size = exact_max_n - keep.size
+    if X is None or size < SAMPLE_CELLS:
+        drawn = rng.choice(others, size=size, replace=False)
+    else:
+        drawn = _stratified_draw(X[others], size, rng)
+        drawn = others[drawn]
     return np.sort(np.concatenate([keep, drawn]))
+
+
+def _stratified_draw(X: np.ndarray, size: int, rng: np.random.RandomState) -> np.ndarray:
+    """``size`` row indices of ``X``, each k-means cell's share of them drawn within it."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    cells = MiniBatchKMeans(SAMPLE_CELLS, n_init=1, batch_size=4096,
+                            random_state=rng).fit_predict(X)
+    counts = np.bincount(cells, minlength=SAMPLE_CELLS)
+    quota = size * counts / X.shape[0]
+    take = np.floor(quota).astype(np.int64)
+    take[np.argsort(take - quota, kind="stable")[:size - take.sum()]] += 1
+    order = np.argsort(cells, kind="stable")
+    starts = np.r_[0, np.cumsum(counts)]
+    return np.concatenate([
+        rng.choice(order[starts[c]:starts[c + 1]], size=take[c], replace=False)
+        for c in range(SAMPLE_CELLS) if take[c]])
 
 
 def balance_limit(n_samples: int, class_balance: float) -> float:

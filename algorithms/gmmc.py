@@ -647,10 +647,13 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         threshold of them may find the smaller cluster. False is the paper's method
         (``PAPER_SETTING``).
     exact_max_n : int or None, default=800
-        Largest n solved over every point. Above it the fit solves (10) (or (12)) over a uniform
-        random sample of ``exact_max_n`` points and labels every point by the out-of-sample SVM
-        trained on the sample's labels, in time and memory linear in n; the dense n x n
-        Laplacians and the solver grow quadratically and faster. None: always every point.
+        Largest n solved over every point. Above it the fit solves (10) (or (12)) over a random
+        sample of ``exact_max_n`` points, stratified over k-means cells of ``X``
+        (:func:`algorithms.base.fit_sample`): (10) splits its points evenly, so a sample whose
+        clusters kept a uniform draw's chance imbalance would move that many edge points to the
+        smaller one. The out-of-sample SVM trained on the sample's labels then labels every
+        point, in time and memory linear in n; the dense n x n Laplacians and the solver grow
+        quadratically and faster. None: always every point.
     random_state : int or None, default=None
         Seeds the sample, the random starting factor and the spectral partition.
     guide : clustering estimator or None, default=None
@@ -774,7 +777,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X = validate_data(self, X, reset=True)
         check_clustering_input(X, self.n_clusters)
         sample = fit_sample(X.shape[0], "auto", self.exact_max_n,
-                            check_random_state(self.random_state))
+                            check_random_state(self.random_state), X=X)
         self.n_fit_samples_ = X.shape[0] if sample is None else sample.size
         # Kernels, Laplacians and the solver are O(n^2) products of a few hundred rows: one thread
         # (threads spin-waiting on a busy core cost more than they gain at this size).

@@ -514,11 +514,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         partition. False is the thesis's method (``PAPER_SETTING``).
     exact_max_n : int or None, default=800
         Largest n whose relaxation is solved over every point. Above it the fit solves it over a
-        uniform random sample of ``exact_max_n`` points (every partially labelled point among
-        them) and labels every point by the out-of-sample SVM trained on the sample's labels
-        (section 3.4), in time and memory linear in n. The low-rank solver's cost grows steeply
-        with n (the inner SVM dual has nearly every point as a support vector at the local
-        width), so the default keeps one solve to seconds. None: always every point.
+        random sample of ``exact_max_n`` points, stratified over k-means cells of ``X`` so that
+        its clusters keep the data's proportions (:func:`algorithms.base.fit_sample`), with
+        every partially labelled point among them. The out-of-sample SVM trained on the
+        sample's labels (section 3.4) then labels every point, in time and memory linear in n.
+        The low-rank solver's cost grows steeply with n (at the local width nearly every point
+        is a support vector of the inner SVM dual), so the default keeps one solve to seconds.
+        None: always every point.
     solver : {"lowrank", "scs", "clarabel"}, default="lowrank"
         ``"lowrank"``: :func:`algorithms.lowrank_sdp.solve_two_class_lowrank` (every solve of
         (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
@@ -663,7 +665,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             raise ValueError(problem)
         X_all, sample = X, fit_sample(
             X.shape[0], "auto", self.exact_max_n, check_random_state(self.random_state),
-            keep=None if given is None else np.flatnonzero(given >= 0))
+            keep=None if given is None else np.flatnonzero(given >= 0), X=X)
         X, labels = ((X, given) if sample is None else
                      (X[sample], None if given is None else given[sample]))
         n, k = X.shape[0], self.n_clusters

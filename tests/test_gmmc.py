@@ -245,7 +245,10 @@ def test_params_are_validated_and_registered_on_the_slow_queue():
         GMMC(C_e=-1).fit(X)
     spec = get_spec("gmmc")
     assert spec.queue == "slow" and spec.estimator is GMMC
-    assert spec.max_n_for(spec.parse_params({"kernel_learning": True})) < spec.max_n
+    assert spec.max_n == 1_000_000  # the default fits a sample above exact_max_n points
+    exact = spec.max_n_for(spec.parse_params({"exact_max_n": None}))
+    assert spec.max_n_for(spec.parse_params({"kernel_learning": True, "exact_max_n": None})) \
+        < exact < spec.max_n
 
 
 def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():

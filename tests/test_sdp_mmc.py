@@ -345,12 +345,16 @@ def test_labels_from_label_matrix_recovers_blocks():
 
 def test_registry_routes_to_slow_queue_with_separate_limits():
     spec = get_spec("sdp_mmc")
-    two, four = SDPMMCParams(), SDPMMCParams(n_clusters=4, multiclass="joint")
+    two, four = SDPMMCParams(exact_max_n=None), SDPMMCParams(n_clusters=4, multiclass="joint")
     assert spec.queue_for(two) == "slow" and spec.labels == "optional"
     assert spec.max_n_for(two) > spec.max_n_for(four) >= 80
     # Bisection solves (3.5) on the low-rank solver: the two-class limit.
-    assert spec.max_n_for(SDPMMCParams(n_clusters=4)) == spec.max_n_for(two)
-    assert "itersvr" in spec.notes["alternative"] and "cpm3c" in spec.notes["alternative"]
+    assert spec.max_n_for(SDPMMCParams(n_clusters=4, exact_max_n=None)) == spec.max_n_for(two)
+    # A sampled fit solves over exact_max_n points whatever n: only its labelling grows.
+    assert spec.max_n_for(SDPMMCParams()) == 1_000_000 > spec.max_n_for(two)
+    assert spec.max_n_for(SDPMMCParams(n_clusters=4, multiclass="joint", exact_max_n=300)) \
+        == 1_000_000
+    assert "exact_max_n=800" in spec.notes["large_n"]
 
 
 def test_digits_subset_is_balanced_and_reproducible():

@@ -67,9 +67,9 @@ class GMMCParams(AlgorithmParams):
     )
     exact_max_n: int | None = Field(
         800, ge=3, le=20000,
-        description="Largest n solved over every point; above it, over a uniform random sample of "
-        "exact_max_n points, and every point is labelled by the out-of-sample SVM. null: always "
-        "every point.",
+        description="Largest n solved over every point; above it, over a random sample of "
+        "exact_max_n points stratified over k-means cells of the data, and every point is "
+        "labelled by the out-of-sample SVM. null: always every point.",
     )
     random_state: RandomStateParam = None
 
