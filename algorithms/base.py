@@ -66,6 +66,7 @@ MODEL_FORMAT = "mmc-model/1"
 # Rows labelled at once after a sampled fit (a million points report progress every few seconds).
 LABEL_BLOCK_ROWS = 100_000
 
+
 def in_row_blocks(method: Callable[[np.ndarray], np.ndarray], X: np.ndarray, block_rows: int,
                   on_block: Callable[[int, int], None]) -> np.ndarray:
     """``method(X)`` (a per-row method such as ``predict``) ``block_rows`` rows at a time,

@@ -184,9 +184,11 @@ def test_record_created_but_never_enqueued_runs_and_its_dataset_outlives_its_ttl
 
 def test_job_past_the_memory_cap_fails_with_a_message_and_the_worker_serves_the_next(
         deployment, redis):
-    # gmmc on 3000 points allocates a 3000 x 3000 kernel (69 MB) at once, past the 50 MB cap.
+    # gmmc fitting all of 3000 points allocates a 3000 x 3000 kernel (69 MB) at once, past the
+    # 50 MB cap.
     X = np.random.default_rng(4).normal(size=(3000, 2))
-    job_id = submit(deployment.url, {"algorithm": {"name": "gmmc"}, "data": {"X": X.tolist()}})
+    job_id = submit(deployment.url, {"algorithm": {"name": "gmmc", "params": {"exact_max_n": None}},
+                                     "data": {"X": X.tolist()}})
     done = wait_record(redis, job_id, final, timeout=120)
     assert done["status"] == "failed", done
     message = done["error"]["message"]
