@@ -178,11 +178,15 @@ class MMCEstimatorMixin:
             return self._fit_decision[1]
         return in_row_blocks(self.decision_function, X, block_rows, on_block)
 
-    def _label_every_point(self, X: np.ndarray, progress: ProgressCallback | None, step: int
-                           ) -> np.ndarray:
-        """Labels of every row of ``X`` (all the points of a fit that clustered a sample of them)
-        by ``predict_with_decision``, ``LABEL_BLOCK_ROWS`` rows at a time with progress. The
-        decision values are kept for :meth:`fit_decision_values`."""
+    def _label_every_point(self, X: np.ndarray, sample: np.ndarray | None,
+                           progress: ProgressCallback | None, step: int) -> None:
+        """End a fit over ``X[sample]``: label every row of ``X`` by ``predict_with_decision``,
+        ``LABEL_BLOCK_ROWS`` rows at a time with progress, and keep the decision values for
+        :meth:`fit_decision_values`. ``sample=None`` (the fit clustered all of ``X``) keeps the
+        fit's labels and forgets the values of any earlier fit."""
+        self._fit_decision = None
+        if sample is None:
+            return
         labels = []
 
         def label_block(block: np.ndarray) -> np.ndarray:
@@ -195,7 +199,7 @@ class MMCEstimatorMixin:
                 progress, step, getattr(self, "objective_", None),
                 f"labelled {done:,} of {total:,} points with the out-of-sample model"))
         self._fit_decision = (weakref.ref(X), decision)
-        return np.concatenate(labels)
+        self.labels_ = np.concatenate(labels)
 
     def __getstate__(self):
         # The kept decision values belong to the array in memory, not to the model. (The state

@@ -783,9 +783,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         # (threads spin-waiting on a busy core cost more than they gain at this size).
         with small_problem_threads():
             step = self._fit(X if sample is None else X[sample], progress)
-        self._fit_decision = None
-        if sample is not None:
-            self.labels_ = self._label_every_point(X, progress, step + 1)
+        self._label_every_point(X, sample, progress, step + 1)
         return self
 
     def _fit(self, X: np.ndarray, progress: ProgressCallback | None) -> int:

@@ -540,9 +540,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_iter_ = int(sum(node.split.n_iter for node in nodes if node.left is not None))
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
-        self._fit_decision = None
-        if sample is not None:
-            self.labels_ = self._label_every_point(X_all, progress, step + 1)
+        self._label_every_point(X_all, sample, progress, step + 1)
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:

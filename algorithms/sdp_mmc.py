@@ -700,12 +700,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         )
         self.n_support_ = self.classifier_.n_support
         report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
-        self._fit_decision = None
-        if sample is not None:
-            self.labels_ = self._label_every_point(X_all, progress, last_step + 2)
-            if given is not None:  # labelled points keep their labels, as in an exact fit
-                known = given >= 0
-                self.labels_[known] = given[known]
+        self._label_every_point(X_all, sample, progress, last_step + 2)
+        if sample is not None and given is not None:  # given labels stand, as in an exact fit
+            known = given >= 0
+            self.labels_[known] = given[known]
         return self
 
     def _fit_two_class(self, X: np.ndarray, K_raw: np.ndarray, labels, progress) -> None:

@@ -80,8 +80,8 @@ class SDPMMCParams(AlgorithmParams):
         800, ge=2, le=20000,
         description="Largest n whose relaxation is solved over every point; above it, over a "
         "random sample of exact_max_n points stratified over k-means cells of the data (every "
-        "partially labelled point among them), "
-        "and every point is labelled by the out-of-sample SVM. null: always every point.",
+        "partially labelled point among them), and every point is labelled by the "
+        "out-of-sample SVM. null: always every point.",
     )
     tol: float = Field(1e-3, gt=0, le=1e-1,
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
