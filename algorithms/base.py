@@ -44,6 +44,7 @@ from algorithms.inputs import (  # noqa: F401
 )
 from algorithms.kernels import pairwise_kernel
 from algorithms.params.common import (  # noqa: F401
+    AUTO,
     DEPRECATED,
     RENAMED_VALUES,
     AlgorithmParams,
@@ -58,6 +59,7 @@ from algorithms.params.common import (  # noqa: F401
     is_unset,
     reciprocal,
 )
+from algorithms.selection.n_clusters import choose_n_clusters
 
 ProgressCallback = Callable[[int, float | None, str], None]
 
@@ -146,7 +148,8 @@ class MMCEstimatorMixin:
 
     # Fitted attributes reported with a job's result when present (the result's algorithm extras).
     _result_attributes: ClassVar[tuple[str, ...]] = (
-        "objective_", "n_iter_", "gamma_", "solver_", "n_fit_samples_", "n_support_",
+        "n_clusters_", "n_clusters_strengths_", "n_clusters_clear_", "objective_", "n_iter_",
+        "gamma_", "solver_", "n_fit_samples_", "n_support_",
         "objective_history_", "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
     )
 
@@ -163,6 +166,33 @@ class MMCEstimatorMixin:
                     value.tolist() if isinstance(value, np.ndarray) else value
                 )
         return extras
+
+    def _resolve_n_clusters(self, X, progress: ProgressCallback | None = None) -> int:
+        """Check ``X`` for clustering and set ``n_clusters_``: the ``n_clusters`` parameter, or
+        for ``"auto"`` the k of :func:`~algorithms.selection.n_clusters.choose_n_clusters` (its
+        strengths in ``n_clusters_strengths_``, ``n_clusters_clear_`` whether one reached the
+        threshold)."""
+        self._forget_n_clusters_choice()
+        n_clusters = self._fit_params.n_clusters
+        if n_clusters != AUTO:
+            check_clustering_input(X, n_clusters)
+            self.n_clusters_ = int(n_clusters)
+            return self.n_clusters_
+        check_clustering_input(X, 2)
+        report(progress, 0, None, f"choosing the number of clusters (2 to "
+                                  f"{self._fit_params.max_clusters})")
+        choice = choose_n_clusters(X, self._fit_params.max_clusters,
+                                   getattr(self, "random_state", None))
+        check_clustering_input(X, choice.n_clusters)
+        self.n_clusters_ = choice.n_clusters
+        self.n_clusters_strengths_ = choice.strengths
+        self.n_clusters_clear_ = choice.clear
+        return self.n_clusters_
+
+    def _forget_n_clusters_choice(self) -> None:
+        """Drop an earlier fit's choice of k (a refit with a fixed k must not report it)."""
+        for name in ("n_clusters_strengths_", "n_clusters_clear_"):
+            self.__dict__.pop(name, None)
 
     # A fit that computed the decision values of every point anyway (a sampled fit labelling
     # every point by its model) keeps them, beside a weak reference to the array it was given.
@@ -221,6 +251,8 @@ class MMCEstimatorMixin:
         params = {name: value for name, value in self.get_params(deep=False).items()  # type: ignore[attr-defined]
                   if name not in self.params_model.library_only
                   and not is_unset(value)}
+        if hasattr(self, "n_clusters_"):
+            state.setdefault("n_clusters_", int(self.n_clusters_))
         meta = {
             "format": MODEL_FORMAT,
             "estimator": type(self).__name__,
@@ -243,6 +275,10 @@ class MMCEstimatorMixin:
             params = cls.params_model.model_validate(dict(meta["params"])).model_dump()
         estimator = cls(**params)
         estimator.n_features_in_ = int(meta.get("n_features_in", 0))
+        # Models stored before n_clusters="auto" hold the number in their parameters.
+        fitted_k = meta.get("state", {}).get("n_clusters_", params.get("n_clusters"))
+        if isinstance(fitted_k, int):
+            estimator.n_clusters_ = int(fitted_k)
         estimator._import_state(dict(meta.get("state", {})), dict(arrays))
         return estimator
 

@@ -74,7 +74,6 @@ from algorithms.base import (
 )
 from algorithms.inputs import (
     as_float_matrix,
-    check_clustering_input,
 )
 from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
 from algorithms.params.common import (
@@ -891,9 +890,13 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=2
+    n_clusters : int or "auto", default=2
         Number of clusters ``k``, >= 2; 2 uses the binary form (one ``w`` and a bias), more the
         Crammer-Singer form (one ``w_p`` and ``b_p`` per cluster).
+        ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
+        (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
+    max_clusters : int, default=12
+        Largest k that ``n_clusters="auto"`` considers.
     kernel : {"rbf", "linear"}, default="rbf"
         "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of
         ``exp(-gamma ||x - x'||^2)``, the paper's route to nonlinear kernels (section 2.1);
@@ -994,8 +997,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 12,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_factor: float = 1.0,
@@ -1018,6 +1022,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         class_balance: float | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.kernel = kernel
         self.gamma = gamma
         self.width_factor = width_factor
@@ -1052,9 +1057,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         (:func:`algorithms.selection.candidates.kmeans_partitions`)."""
         starts, seen = [], set()
         if spectral_start is not None:
-            starts.append((spectral_start, cluster_means(X, spectral_start, self.n_clusters)))
+            starts.append((spectral_start, cluster_means(X, spectral_start, self.n_clusters_)))
             seen.add(partition_key(spectral_start))
-        for labels, centres in kmeans_partitions(X, self.n_clusters, n_init=self.n_init,
+        for labels, centres in kmeans_partitions(X, self.n_clusters_, n_init=self.n_init,
                                                  n_partitions=self.n_restarts,
                                                  random_state=rng.randint(2**31 - 1)):
             if partition_key(labels) not in seen:
@@ -1067,7 +1072,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._validate_params()
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=True, accept_sparse="csr")
-        check_clustering_input(X, self.n_clusters)
+        self._resolve_n_clusters(X, progress)
         given = X  # X is normalized and mapped below; copies are copies in the input
         first_rows = cache(lambda: distinct_rows(given)[0])
         rng = check_random_state(self.random_state)
@@ -1077,7 +1082,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if self.init == "spectral":
             report(progress, 0, None, "spectral partition of the kNN graph")
             spectral_start = spectral_partition(
-                X, self.n_clusters, random_state=rng,
+                X, self.n_clusters_, random_state=rng,
                 on_stage=lambda message: report(progress, 0, None,
                                                 f"spectral partition: {message}"))
         self.nystrom_ = None
@@ -1105,7 +1110,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     self.kpca_.mean = self.kpca_.mean + shift
                     shift = None
         data = _Data.of(X)
-        binary = self.n_clusters == 2
+        binary = self.n_clusters_ == 2
         step = 0
         result, labels, best_key, eliminated = None, None, None, None
         result_held: _HeldFit | None = None  # the held phase of the run kept, if it emptied any
@@ -1129,11 +1134,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             run_labels = labels_from_scores(data.scores(run.w, run.b))
             # Lowest objective (11) wins, but a run that eliminated a class only if all did: the
             # score-sum balance (16) cannot stop class elimination (see the class docstring).
-            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters, first_rows)
+            run_eliminated = _eliminated_clusters(run_labels, self.n_clusters_, first_rows)
             key = (bool(run_eliminated.size), float(run.objective))
             run_held = None
             if run_eliminated.size and run.held is not None:
-                run_held = _HeldFit.of(run.held, data, self.n_clusters, first_rows)
+                run_held = _HeldFit.of(run.held, data, self.n_clusters_, first_rows)
                 if fewest_emptied is None or run_held.key < fewest_emptied.key:
                     fewest_emptied = run_held
             # A later run must improve by more than rounding (sparse and dense agree then).
@@ -1160,9 +1165,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if eliminated.size:
             # Every run lost a class: say so in the result instead of handing back fewer
             # clusters than asked for without a word.
-            sizes = np.bincount(labels, minlength=self.n_clusters)
+            sizes = np.bincount(labels, minlength=self.n_clusters_)
             message = (
-                f"class elimination: {eliminated.size} of {self.n_clusters} clusters are empty "
+                f"class elimination: {eliminated.size} of {self.n_clusters_} clusters are empty "
                 f"or nearly so in all {n_runs} runs (cluster sizes {sizes.tolist()}); "
                 "the balance (16) bounds score sums, not cluster sizes. Try more n_restarts, "
                 "another C, or itersvr (recursive bisection) for this data"

@@ -39,7 +39,6 @@ from algorithms.base import (
 from algorithms.cpm3c import CPM3C
 from algorithms.inputs import (
     as_float_matrix,
-    check_clustering_input,
 )
 from algorithms.kernels import (
     distinct_rows,
@@ -601,10 +600,14 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=2
+    n_clusters : int or "auto", default=2
         Number of clusters, >= 2. Two is the paper's problem (10). More clusters come from
         recursive bisection (:meth:`_fit_bisection`), each split a solve of (10); not with
         ``kernel_learning``.
+        ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
+        (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
+    max_clusters : int, default=12
+        Largest k that ``n_clusters="auto"`` considers.
     kernel : {"rbf"}, default="rbf"
         RBF affinities, the paper's only kernel.
     gamma : float, "auto" or "paper", default="auto"
@@ -729,8 +732,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 12,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_fraction: float = 0.2,
@@ -751,6 +755,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide=None,
     ):
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.kernel = kernel
         self.gamma = gamma
         self.width_fraction = width_fraction
@@ -775,7 +780,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._validate_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
-        check_clustering_input(X, self.n_clusters)
+        self._resolve_n_clusters(X, progress)
         sample = fit_sample(X.shape[0], "auto", self.exact_max_n,
                             check_random_state(self.random_state), X=X)
         self.n_fit_samples_ = X.shape[0] if sample is None else sample.size
@@ -803,7 +808,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, step, dual,
                    f"augmented Lagrangian {n_iter}: residual {residual:.1e}, gap {gap:.1e}")
 
-        if self.n_clusters == 2:
+        if self.n_clusters_ == 2:
             solution, beta = self._fit_two_class(X, kernels, on_alm, progress)
         else:
             solution, beta = self._fit_bisection(X, kernels[0], on_alm, progress)
@@ -918,7 +923,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide cluster). A leaf of one guide cluster (a guide with fewer than ``k`` clusters) is
         split by (10) over its points.
         """
-        guide = guide_partition(X, self.n_clusters,
+        guide = guide_partition(X, self.n_clusters_,
                                 self.guide if self.guide is not None else CPM3C(),
                                 check_random_state(self.random_state), progress)
         solutions: list[GMMCSolution] = []
@@ -939,7 +944,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             y = keep_guide_clusters_whole(labels == 1, groups)
             return LeafSplit(y, float(solution.dual), (solution, scores))
 
-        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+        nodes = recursive_bisection(X.shape[0], self.n_clusters_, split_leaf, guide=guide,
                                     rows=distinct_rows(X)[1])
         self.labels_ = tree_labels(nodes, X.shape[0])
         root, self.scores_ = nodes[0].split.detail

@@ -59,7 +59,6 @@ from algorithms.cpm3c import CPM3C
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
 from algorithms.inputs import (
     as_float_matrix,
-    check_clustering_input,
 )
 from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
 from algorithms.params.itersvr import (
@@ -363,8 +362,12 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=2
+    n_clusters : int or "auto", default=2
         Number of clusters, >= 2; more than 2 uses recursive bisection (section 4.4).
+        ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
+        (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
+    max_clusters : int, default=12
+        Largest k that ``n_clusters="auto"`` considers.
     kernel : {"rbf", "linear"}, default="rbf"
         Kernel of the SVR and of the SVMs.
     gamma : float or {"auto", "paper", "scale"}, default="auto"
@@ -443,8 +446,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 12,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_factor: float = 3.0,
@@ -459,6 +463,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide=None,
     ):
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.kernel = kernel
         self.gamma = gamma
         self.width_factor = width_factor
@@ -482,24 +487,24 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         with spectral starts each run keeps the imbalance of its start
         (:func:`initial_labelings`), which also finds 1:3 and 1:5 splits.
         """
-        if self.n_clusters == 2 or self.init == "spectral":
+        if self.n_clusters_ == 2 or self.init == "spectral":
             return self.class_balance
-        return min(1.0, self.class_balance + 1.0 / self.n_clusters)
+        return min(1.0, self.class_balance + 1.0 / self.n_clusters_)
 
     def _guide(self, X: np.ndarray, rng, progress: ProgressCallback | None
                ) -> np.ndarray | None:
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
-        if self.init != "spectral" or self.n_clusters == 2:
+        if self.init != "spectral" or self.n_clusters_ == 2:
             return None
         guide = self.guide if self.guide is not None else CPM3C()
-        return guide_partition(X, self.n_clusters, guide, rng, progress)
+        return guide_partition(X, self.n_clusters_, guide, rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
         self._validate_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
-        check_clustering_input(X, self.n_clusters)
+        self._resolve_n_clusters(X, progress)
         rng = check_random_state(self.random_state)
         sample = fit_sample(X.shape[0], self.solver, self.exact_max_n, rng)
         X_all, X = X, (X if sample is None else X[sample])
@@ -526,14 +531,14 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 C=self.C, class_balance=self._split_balance(), n_init=self.n_init,
                 max_iter=self.max_iter, rng=rng, init=self.init,
                 guide=None if guide is None else guide[index],
-                by_omega=self.n_clusters == 2 and self.init == "spectral",
+                by_omega=self.n_clusters_ == 2 and self.init == "spectral",
                 on_iteration=on_iteration,
             )
 
         def on_split(n_leaves: int, objective: float):
-            report(progress, step, objective, f"{n_leaves} of {self.n_clusters} clusters formed")
+            report(progress, step, objective, f"{n_leaves} of {self.n_clusters_} clusters formed")
 
-        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+        nodes = recursive_bisection(X.shape[0], self.n_clusters_, split_leaf, guide=guide,
                                     rows=distinct_rows(X)[1], on_split=on_split)
         self.labels_ = tree_labels(nodes, X.shape[0])
         self.objective_ = tree_objective(nodes)
@@ -577,9 +582,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one evaluation of the tree's SVMs."""
         values = self._node_values(X)
-        scores = _path_margins(values, self.tree_, self.n_clusters)
+        scores = _path_margins(values, self.tree_, self.n_clusters_)
         labels = np.argmax(scores, axis=1).astype(np.int64)
-        if self.n_clusters == 2:
+        if self.n_clusters_ == 2:
             root = self.tree_[0]
             return labels, (values[:, 0] if self.tree_[root["right"]]["label"] == 1
                             else -values[:, 0])

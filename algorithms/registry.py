@@ -302,8 +302,9 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         # limits hold for it.
         limits=(
             Limit(MULTICLASS_MAX_N, "slow",
-                  f"multiclass='joint' with n_clusters > 2, {_exactly(MULTICLASS_MAX_N)}",
-                  lambda p: p.n_clusters > 2 and p.multiclass == "joint"
+                  f"multiclass='joint' with n_clusters > 2 or 'auto', "
+                  f"{_exactly(MULTICLASS_MAX_N)}",
+                  lambda p: p.n_clusters != 2 and p.multiclass == "joint"
                   and _fits_exactly(MULTICLASS_MAX_N)(p)),
             Limit(TWO_CLASS_MAX_N, "slow",
                   f"solver='scs' or 'clarabel', {_exactly(TWO_CLASS_MAX_N)}",

@@ -85,7 +85,6 @@ from algorithms.base import (
 from algorithms.cpm3c import CPM3C
 from algorithms.inputs import (
     as_float_matrix,
-    check_clustering_input,
     check_partial_labels,
 )
 from algorithms.kernels import (
@@ -96,6 +95,7 @@ from algorithms.kernels import (
     squared_distances,
 )
 from algorithms.params.common import (
+    AUTO,
     DEPRECATED,
 )
 from algorithms.params.sdp_mmc import (
@@ -472,8 +472,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int, default=2
+    n_clusters : int or "auto", default=2
         2 solves SDP (3.5); more solves SDP (3.5) per split or SDP (4.8) (``multiclass``).
+        ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
+        (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
+    max_clusters : int, default=12
+        Largest k that ``n_clusters="auto"`` considers.
     kernel : {"rbf", "linear"}, default="rbf"
     gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,
@@ -606,8 +610,9 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters: int = 2,
+        n_clusters: int | str = 2,
         *,
+        max_clusters: int = 12,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         C: float = 100.0,
@@ -626,6 +631,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         beta: float | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.kernel = kernel
         self.gamma = gamma
         self.C = C
@@ -657,9 +663,12 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 delattr(self, name)
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
-        check_clustering_input(X, self.n_clusters)
         given = self._partial_labels(y, X.shape[0])
-        problem = partial_labels_problem(self.n_clusters, self.multiclass, given,
+        if given is not None and self._fit_params.n_clusters == AUTO:
+            raise ValueError(partial_labels_problem(AUTO, self.multiclass, given,
+                                                    self.class_balance, self.size_band))
+        self._resolve_n_clusters(X, progress)
+        problem = partial_labels_problem(self.n_clusters_, self.multiclass, given,
                                          self.class_balance, self.size_band, self.exact_max_n)
         if problem:
             raise ValueError(problem)
@@ -668,7 +677,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             keep=None if given is None else np.flatnonzero(given >= 0), X=X)
         X, labels = ((X, given) if sample is None else
                      (X[sample], None if given is None else given[sample]))
-        n, k = X.shape[0], self.n_clusters
+        n, k = X.shape[0], self.n_clusters_
         self.n_fit_samples_ = n
         if self.kernel == "rbf":
             self.gamma_ = (median_heuristic_gamma(X) if self.gamma in ("paper", "seed")
@@ -805,7 +814,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         cvxpy solver its labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
-        guide = guide_partition(X, self.n_clusters,
+        guide = guide_partition(X, self.n_clusters_,
                                 self.guide if self.guide is not None else CPM3C(), rng,
                                 progress, step=1)
         splits: list[_TwoClassFit] = []
@@ -831,7 +840,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             y = keep_guide_clusters_whole(fit.labels == 1, leaf_guide)
             return LeafSplit(y, fit.omega, fit)
 
-        nodes = recursive_bisection(X.shape[0], self.n_clusters, split_leaf, guide=guide,
+        nodes = recursive_bisection(X.shape[0], self.n_clusters_, split_leaf, guide=guide,
                                     rows=distinct_rows(X)[1])
         self.labels_ = tree_labels(nodes, X.shape[0])
         self.objective_ = tree_objective(nodes)
@@ -874,13 +883,13 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         random_state = self.random_state if self.random_state is not None else 0
         solved = solve_multiclass_lowrank(
-            K, self.n_clusters, beta=self._beta, balance=self.size_band,
-            start_labels=labels_from_label_matrix(K, self.n_clusters, random_state),
+            K, self.n_clusters_, beta=self._beta, balance=self.size_band,
+            start_labels=labels_from_label_matrix(K, self.n_clusters_, random_state),
             tol=self.tol, random_state=random_state, on_iteration=on_iteration,
         )
         result = solved.result
         self.certificate_ = result.certificate()
-        D = np.repeat(solved.d[:, None], self.n_clusters, axis=1)
+        D = np.repeat(solved.d[:, None], self.n_clusters_, axis=1)
         return solved.M, D, solved.omega, list(result.messages), result.n_iter
 
     def _fit_multiclass(self, K_raw: np.ndarray, labels, progress) -> None:
@@ -892,19 +901,19 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
             extra = {} if labels is None else {"labels": labels}
             M, D, omega, notes, self.n_iter_ = solve(
-                K, self.n_clusters, beta=self._beta, balance=self.size_band,
+                K, self.n_clusters_, beta=self._beta, balance=self.size_band,
                 solver=self.solver_, tol=self.tol, max_iter=self.max_iter, **extra,
             )
         self.warnings_ += notes
         self.label_matrix_, self.assignment_, self.relaxation_objective_ = M, D, omega
         report(progress, 2, omega, "rounding: k-means on the factor of M" if labels is None
                else "rounding: clusters of the unlabeled block of M, matched to the classes")
-        found = labels_from_assignment(D, M, labels, self.n_clusters, self.random_state, K)
+        found = labels_from_assignment(D, M, labels, self.n_clusters_, self.random_state, K)
         if labels is not None:
             known = labels >= 0
             found[known] = labels[known]
         self.labels_ = found
-        self.objective_ = multiclass_margin_objective(K, found, self.n_clusters, self._beta)
+        self.objective_ = multiclass_margin_objective(K, found, self.n_clusters_, self._beta)
 
     # -- prediction -------------------------------------------------------------------------------
     def decision_function(self, X) -> np.ndarray:

@@ -58,6 +58,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
+    AUTO,
     MMCEstimatorMixin,
     ProgressCallback,
     fit_sample,
@@ -745,10 +746,14 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_clusters : int or None, default=None
+    n_clusters : int, "auto" or None, default=None
         Only used by ``gamma="auto"`` (where ``None`` means 2): the schedule stops when the contours
         split into this many clusters. With a numeric ``gamma`` the number of clusters is whatever
         the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
+        ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
+        (:func:`algorithms.selection.n_clusters.choose_n_clusters`), the target of the schedule.
+    max_clusters : int, default=12
+        Largest k that ``n_clusters="auto"`` considers.
     gamma : float or {"auto", "scale"}, default="auto"
         The paper's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
         ``q`` depends on the units of ``X``: the paper's Table 1 values apply to iris projected on
@@ -872,8 +877,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_clusters: int | None = None,
+        n_clusters: int | str | None = None,
         *,
+        max_clusters: int = 12,
         gamma: float | str = "auto",
         C: float | None = None,
         p: float | None = None,
@@ -889,6 +895,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         random_state: int | np.random.RandomState | None = None,
     ):
         self.n_clusters = n_clusters
+        self.max_clusters = max_clusters
         self.gamma = gamma
         self.C = C
         self.p = p
@@ -921,8 +928,12 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X_input = X
         self.center_ = X.mean(axis=0)
         X = X - self.center_
-        k = 2 if self.n_clusters is None else int(self.n_clusters)
-        check_clustering_input(X, k if self.gamma == "auto" else 2)
+        if self.n_clusters == AUTO and self.gamma == "auto":
+            k = self._resolve_n_clusters(X, progress)
+        else:
+            self._forget_n_clusters_choice()
+            k = 2 if self.n_clusters in (None, AUTO) else int(self.n_clusters)
+            check_clustering_input(X, k if self.gamma == "auto" else 2)
         # p = 1/(NC) is the share of points outside the sphere: a sample keeps the caller's share.
         p = self._start_p(X.shape[0])
         sample = fit_sample(X.shape[0], self.solver, self.exact_max_n,

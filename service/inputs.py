@@ -133,6 +133,8 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
     n = X.shape[0]
     _size_limit(spec, params, n)
     n_clusters = getattr(params, "n_clusters", None)
+    if n_clusters == "auto":  # at least two clusters; "auto" chooses within what the data allows
+        n_clusters = 2
     if n_clusters is not None:
         try:
             check_clustering_input(X, n_clusters)

@@ -20,6 +20,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # ---------------------------------------------------------------------------------------------
 
 NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters k.")]
+# ``n_clusters="auto"``: the method chooses k in 2..max_clusters
+# (:mod:`algorithms.selection.n_clusters`).
+AUTO = "auto"
+NClustersOrAuto = Annotated[
+    NClusters | Literal["auto"],
+    Field(description=(
+        "Number of clusters k, or 'auto': the k in 2..max_clusters whose partition has the "
+        "largest prediction strength of at least 0.8 (Tibshirani and Walther 2005), reported "
+        "as n_clusters_ with the strength of every k."
+    )),
+]
+MaxClusters = Annotated[
+    int, Field(ge=2, le=100, description="Largest k that n_clusters='auto' considers.")
+]
+DEFAULT_MAX_CLUSTERS = 12
 KernelParam = Annotated[
     Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
 ]
@@ -73,8 +88,16 @@ def reciprocal(value: Any) -> Any:
     return value
 
 
-def sample_size_problem(exact_max_n: int | None, n_clusters: int) -> str | None:
-    """Why a sample of ``exact_max_n`` points cannot hold ``n_clusters`` clusters, or None."""
+def most_clusters(n_clusters: int | str, max_clusters: int) -> int:
+    """The most clusters a fit may form: ``n_clusters``, or ``max_clusters`` for "auto"."""
+    return max_clusters if n_clusters == AUTO else int(n_clusters)
+
+
+def sample_size_problem(exact_max_n: int | None, n_clusters: int | str,
+                        max_clusters: int = DEFAULT_MAX_CLUSTERS) -> str | None:
+    """Why a sample of ``exact_max_n`` points cannot hold ``n_clusters`` clusters (at most
+    ``max_clusters`` for "auto"), or None."""
+    n_clusters = most_clusters(n_clusters, max_clusters)
     if exact_max_n is not None and exact_max_n < n_clusters:
         return (f"exact_max_n={exact_max_n} is fewer than n_clusters={n_clusters}: a sampled fit "
                 f"could not form every cluster")

@@ -8,10 +8,12 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from algorithms.params.common import (
+    DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
     GammaParam,
     KernelParam,
-    NClusters,
+    MaxClusters,
+    NClustersOrAuto,
     RandomStateParam,
     Renames,
 )
@@ -23,7 +25,8 @@ class CPM3CParams(AlgorithmParams):
     renamed: ClassVar[Renames] = {"n_components": ("n_landmarks", None),
                                   "class_balance": ("score_balance", None)}
 
-    n_clusters: NClusters = 2
+    n_clusters: NClustersOrAuto = 2
+    max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
     gamma: GammaParam = "auto"
     width_factor: float = Field(

@@ -8,8 +8,10 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from algorithms.params.common import (
+    DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
-    NClusters,
+    MaxClusters,
+    NClustersOrAuto,
     PositiveFloat,
     RandomStateParam,
     sample_size_problem,
@@ -21,10 +23,12 @@ class GMMCParams(AlgorithmParams):
 
     library_only = ("guide",)
 
-    n_clusters: NClusters = Field(
+    n_clusters: NClustersOrAuto = Field(
         2, description="2: the paper's problem (10); more: recursive bisection guided by "
         "CPM3C's multi-class max-margin partition (two-class splits only with "
-        "kernel_learning=false).")
+        "kernel_learning=false); 'auto': the k in 2..max_clusters of largest prediction "
+        "strength (not with kernel_learning).")
+    max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the paper's only kernel).")
     gamma: PositiveFloat | Literal["auto", "paper"] = Field(
         "auto",
@@ -76,11 +80,13 @@ class GMMCParams(AlgorithmParams):
     @model_validator(mode="after")
     def _kernel_learning_is_two_class(self):
         if self.kernel_learning and self.n_clusters != 2:
-            raise ValueError("kernel_learning (12) is a two-class problem: use n_clusters=2")
+            raise ValueError(f"kernel_learning (12) is a two-class problem: use n_clusters=2, "
+                             f"not {self.n_clusters!r}")
         return self
 
     @model_validator(mode="after")
     def _sample_holds_the_clusters(self):
-        if problem := sample_size_problem(self.exact_max_n, self.n_clusters):
+        if problem := sample_size_problem(self.exact_max_n, self.n_clusters,
+                                          self.max_clusters):
             raise ValueError(problem)
         return self

@@ -8,10 +8,12 @@ from typing import Literal
 from pydantic import Field
 
 from algorithms.params.common import (
+    DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
     GammaParam,
     KernelParam,
-    NClusters,
+    MaxClusters,
+    NClustersOrAuto,
     RandomStateParam,
     SampleSolver,
 )
@@ -22,7 +24,8 @@ class IterSVRParams(AlgorithmParams):
 
     library_only = ("guide",)
 
-    n_clusters: NClusters = 2
+    n_clusters: NClustersOrAuto = 2
+    max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
     gamma: GammaParam = "auto"
     width_factor: float = Field(

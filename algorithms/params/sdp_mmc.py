@@ -10,10 +10,13 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from algorithms.params.common import (
+    AUTO,
+    DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
     GammaParam,
     KernelParam,
-    NClusters,
+    MaxClusters,
+    NClustersOrAuto,
     RandomStateParam,
     Renames,
     reciprocal,
@@ -29,7 +32,8 @@ class SDPMMCParams(AlgorithmParams):
     renamed: ClassVar[Renames] = {"beta": ("C", reciprocal)}
     library_only = ("guide",)
 
-    n_clusters: NClusters = 2
+    n_clusters: NClustersOrAuto = 2
+    max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
     gamma: GammaParam = Field(
         "auto", description="RBF width; 'auto': the shared local-scaling width (sigma = median "
@@ -90,7 +94,8 @@ class SDPMMCParams(AlgorithmParams):
 
     @model_validator(mode="after")
     def _sample_holds_the_clusters(self):
-        if problem := sample_size_problem(self.exact_max_n, self.n_clusters):
+        if problem := sample_size_problem(self.exact_max_n, self.n_clusters,
+                                          self.max_clusters):
             raise ValueError(problem)
         return self
 
@@ -125,13 +130,18 @@ def label_balance_problem(labels, n_clusters: int, class_balance: float,
     return None
 
 
-def partial_labels_problem(n_clusters: int, multiclass: str, labels, class_balance: float,
+def partial_labels_problem(n_clusters: int | str, multiclass: str, labels, class_balance: float,
                            size_band: float, exact_max_n: int | None = None) -> str | None:
     """Why partial labels (``-1`` unknown) cannot be used with these parameters, or None: each
     is ``-1`` or a cluster ``0..n_clusters-1``, a fit over a sample of ``exact_max_n`` points has
     room for every labelled point, no cluster holds more labelled points than the balance allows
     over the points solved (:func:`labels_in_fit`), and with more than two clusters only the
     multi-class SDP (4.8) takes them (thesis section 4.3)."""
+    if n_clusters == AUTO and labels is not None and np.any(np.asarray(labels) >= 0):
+        return ("partial labels name their clusters 0..k-1: give n_clusters as a number, not "
+                "'auto'")
+    if n_clusters == AUTO:
+        return None
     if labels is not None and (
             problem := label_range_problem(labels, n_clusters)
             or sampled_labels_problem(labels, exact_max_n)

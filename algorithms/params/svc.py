@@ -10,7 +10,9 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from algorithms.params.common import (
+    DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
+    MaxClusters,
     NClusters,
     PositiveFloat,
     RandomStateParam,
@@ -37,13 +39,15 @@ def soft_margin_problem(C: float | None, n: int) -> str | None:
 class SupportVectorClusteringParams(AlgorithmParams):
     """Parameters of :class:`SupportVectorClustering` (meanings and defaults: see the class)."""
 
-    n_clusters: NClusters | None = Field(
+    n_clusters: NClusters | Literal["auto"] | None = Field(
         None,
         description=(
-            "Clusters wanted by gamma='auto' (default 2 there). With a numeric gamma it is not "
+            "Clusters wanted by gamma='auto' (default 2 there); 'auto': the k in "
+            "2..max_clusters of largest prediction strength. With a numeric gamma it is not "
             "used: the number of clusters is that of the contours."
         ),
     )
+    max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     gamma: PositiveFloat | Literal["auto", "scale"] = Field(
         "auto",
         description=(

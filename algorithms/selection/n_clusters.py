@@ -1,0 +1,131 @@
+"""How many clusters: ``n_clusters="auto"``, the largest k whose max-margin partition is
+reproduced from half of the data (prediction strength).
+
+A partition into k clusters reflects structure of the data, not of the sample, when it can be
+learnt from one half of the points and predicted on the other. Prediction strength (Tibshirani
+and Walther 2005, "Cluster validation by prediction strength", eq. (2.1)) measures that: split the
+points at random into halves A and B and partition each into k clusters; a classifier trained on
+A's partition labels B; for each cluster of B's own partition, the share of its pairs of points
+that the classifier puts in one cluster. The strength of k is the weakest cluster's share,
+averaged over ``N_SPLITS`` random splits. The classifier here is the max-margin one the methods
+themselves use out of sample (an RBF SVM at the shared data-adaptive width), so a k is kept when
+its clusters are separated by a margin that carries over to unseen points.
+
+The partitions are the spectral partitions of the kNN graph
+(:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
+every k. The choice is the largest k whose strength reaches ``STRENGTH_THRESHOLD``, the paper's
+recommended threshold (section 3: 0.8 to 0.9). On data with no cluster structure no k reaches
+it; "auto" still answers a k >= 2 (the methods partition into two clusters or more), the one of
+highest strength, and says the choice is not clear (``NClustersChoice.clear``).
+
+Above ``SAMPLE_SIZE`` points the choice is made on a uniform random sample of that size: the
+strength of a k is a property of the distribution the points come from, and a few hundred
+points per half estimate it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.manifold import spectral_embedding
+from sklearn.neighbors import kneighbors_graph
+from sklearn.svm import SVC
+from sklearn.utils import check_random_state
+
+from algorithms.kernels import centred, local_scaling_gamma
+from algorithms.selection.candidates import SPECTRAL_NEIGHBORS, kmeans_labels
+from algorithms.threads import small_problem_threads
+
+# Tibshirani and Walther (2005), section 3: a k whose prediction strength is at least 0.8-0.9
+# has well-separated clusters; the lower end keeps clusters that touch.
+STRENGTH_THRESHOLD = 0.8
+N_SPLITS = 4
+SAMPLE_SIZE = 1000
+# The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
+TRANSFER_C = 10.0
+
+
+@dataclass(frozen=True)
+class NClustersChoice:
+    """The chosen k, the prediction strength of every k considered, and whether some k reached
+    ``STRENGTH_THRESHOLD``."""
+
+    n_clusters: int
+    strengths: dict[int, float]
+    clear: bool
+
+
+def largest_k_considered(n_samples: int, max_clusters: int) -> int:
+    """The largest k "auto" tries on ``n_samples`` points: each half must hold two points per
+    cluster."""
+    return max(2, min(max_clusters, n_samples // 4))
+
+
+def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
+                      random_state=None) -> NClustersChoice:
+    """The number of clusters ``2..max_clusters`` of largest prediction strength at or above
+    ``STRENGTH_THRESHOLD`` (see the module docstring); the k of highest strength when none
+    reaches it."""
+    rng = check_random_state(random_state)
+    X = centred(X)
+    n = X.shape[0]
+    if n > SAMPLE_SIZE:
+        X = X[np.sort(rng.choice(n, SAMPLE_SIZE, replace=False))]
+        n = SAMPLE_SIZE
+    ks = range(2, largest_k_considered(n, max_clusters) + 1)
+    totals = dict.fromkeys(ks, 0.0)
+    for _ in range(N_SPLITS):
+        order = rng.permutation(n)
+        train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+        train_parts = _spectral_partitions(X[train], ks, rng)
+        test_parts = _spectral_partitions(X[test], ks, rng)
+        gamma = local_scaling_gamma(X[train])
+        for k in ks:
+            predicted = _transfer(X[train], train_parts[k], X[test], gamma)
+            totals[k] += prediction_strength(predicted, test_parts[k]) / N_SPLITS
+    strengths = {k: round(value, 6) for k, value in totals.items()}
+    strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
+    if strong:
+        return NClustersChoice(max(strong), strengths, clear=True)
+    return NClustersChoice(max(strengths, key=strengths.__getitem__), strengths, clear=False)
+
+
+def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
+    """Tibshirani and Walther (2005), eq. (2.1): the smallest, over the clusters of ``own``, share
+    of a cluster's pairs of points that ``predicted`` puts in one cluster (clusters of fewer than
+    two points are skipped)."""
+    shares = []
+    for cluster in np.unique(own):
+        members = predicted[own == cluster]
+        m = members.size
+        if m < 2:
+            continue
+        counts = np.bincount(members)
+        shares.append(float((counts * (counts - 1)).sum()) / (m * (m - 1)))
+    return min(shares, default=0.0)
+
+
+def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
+                         rng: np.random.RandomState) -> dict[int, np.ndarray]:
+    """The spectral partition of the kNN graph for every k of ``ks``: k-means on the leading k
+    vectors of one embedding (the construction of
+    :func:`~algorithms.selection.candidates.spectral_partition`)."""
+    n = X.shape[0]
+    with warnings.catch_warnings(), small_problem_threads():
+        warnings.filterwarnings("ignore", message="Graph is not fully connected")
+        graph = kneighbors_graph(X, n_neighbors=min(SPECTRAL_NEIGHBORS, n - 1), include_self=True)
+        embedding = spectral_embedding(0.5 * (graph + graph.T), n_components=max(ks),
+                                       drop_first=False, random_state=rng)
+    return {k: kmeans_labels(embedding[:, :k], k, random_state=rng.randint(2**31 - 1))[0]
+            for k in ks}
+
+
+def _transfer(X_train, labels: np.ndarray, X_test, gamma: float) -> np.ndarray:
+    """Labels of ``X_test`` by the RBF SVM trained on ``labels`` (one cluster: that cluster)."""
+    if np.unique(labels).size < 2:
+        return np.full(X_test.shape[0], labels[0])
+    with small_problem_threads():
+        return SVC(C=TRANSFER_C, gamma=gamma).fit(X_train, labels).predict(X_test)
