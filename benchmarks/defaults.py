@@ -38,7 +38,13 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from sklearn.cluster import AgglomerativeClustering, KMeans, MiniBatchKMeans, SpectralClustering
+from sklearn.cluster import (
+    HDBSCAN,
+    AgglomerativeClustering,
+    KMeans,
+    MiniBatchKMeans,
+    SpectralClustering,
+)
 from sklearn.datasets import (
     load_breast_cancer,
     load_digits,
@@ -48,7 +54,7 @@ from sklearn.datasets import (
     make_circles,
     make_moons,
 )
-from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score, silhouette_score
 from sklearn.mixture import GaussianMixture
 from sklearn.preprocessing import StandardScaler
 
@@ -386,6 +392,118 @@ def through_service(algorithms: list[str], n: int, seed: int = 0) -> None:
                       f"{adjusted_rand_score(data.y, labels):.3f} |", flush=True)
 
 
+# ---------------------------------------------------------------------------------------------
+# n_clusters="auto": k hidden from every clusterer but "spectral, true k"
+# ---------------------------------------------------------------------------------------------
+
+AutoClusterer = Callable[[np.ndarray, int], tuple[np.ndarray, int]]
+SILHOUETTE_KS = range(2, 11)
+
+
+def hdbscan_labels(X: np.ndarray, seed: int) -> tuple[np.ndarray, int]:
+    """scikit-learn's HDBSCAN with its defaults; noise (-1) counts as one more label for ARI."""
+    labels = HDBSCAN().fit_predict(X)
+    return labels, int(np.unique(labels[labels >= 0]).size)
+
+
+def silhouette_spectral_labels(X: np.ndarray, seed: int) -> tuple[np.ndarray, int]:
+    """SpectralClustering(affinity="nearest_neighbors") at the k of 2..10 of largest silhouette."""
+    best: tuple[float, np.ndarray, int] | None = None
+    for k in SILHOUETTE_KS:
+        labels = SpectralClustering(k, affinity="nearest_neighbors",
+                                    random_state=seed).fit_predict(X)
+        if np.unique(labels).size < 2:
+            continue
+        value = silhouette_score(X, labels)
+        if best is None or value > best[0]:
+            best = (value, labels, k)
+    assert best is not None
+    return best[1], best[2]
+
+
+def auto_clusterer(name: str) -> AutoClusterer:
+    """A registry algorithm with ``n_clusters="auto"`` (and ``random_state``): its labels and the
+    k it chose."""
+    from algorithms.registry import get_spec
+
+    spec = get_spec(name)
+
+    def run(X: np.ndarray, seed: int) -> tuple[np.ndarray, int]:
+        estimator = spec.build({"n_clusters": "auto", "random_state": seed}).fit(X)
+        return estimator.labels_, int(estimator.n_clusters_)
+
+    return run
+
+
+@dataclass
+class AutoScore:
+    ari: float
+    k: int
+    seconds: float
+    seconds_true_k: float | None = None
+
+
+def score_auto(clusterer: AutoClusterer, data: ClusteringSet, seed: int,
+               true_k: Clusterer | None = None) -> AutoScore:
+    """ARI, chosen k and seconds of ``clusterer``; with ``true_k``, also the seconds of the same
+    method given the true k (the cost of "auto" is the ratio)."""
+    started = time.perf_counter()
+    labels, k = clusterer(data.X, seed)
+    seconds = time.perf_counter() - started
+    result = AutoScore(adjusted_rand_score(data.y, labels), k, seconds)
+    if true_k is not None:
+        started = time.perf_counter()
+        true_k(data.X, data.n_clusters, seed)
+        result.seconds_true_k = time.perf_counter() - started
+    return result
+
+
+def auto_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0) -> str:
+    """A Markdown table of ARI (chosen k) per set with k hidden: HDBSCAN, silhouette-chosen
+    spectral clustering and each algorithm with ``n_clusters="auto"`` (its seconds over those of
+    a fit given the true k in brackets), beside spectral clustering given the true k; then per
+    clusterer its mean ARI, the sets where it found the true k, and the cost of "auto"."""
+    spectral = scikit_learn_peers()["spectral"]
+    peers: dict[str, AutoClusterer] = {"HDBSCAN": hdbscan_labels,
+                                       "spectral, silhouette k": silhouette_spectral_labels}
+    scores: dict[str, list[AutoScore]] = {"spectral, true k": [], **{p: [] for p in peers},
+                                          **{a: [] for a in algorithms}}
+    for data in sets:
+        scores["spectral, true k"].append(AutoScore(adjusted_rand_score(
+            data.y, spectral(data.X, data.n_clusters, seed)), data.n_clusters, 0.0))
+        for name, peer in peers.items():
+            scores[name].append(score_auto(peer, data, seed))
+        for name in algorithms:
+            scores[name].append(score_auto(auto_clusterer(name), data, seed,
+                                           true_k=registry_clusterer(name)))
+    names = list(scores)
+    lines = ["| set | n | k | " + " | ".join(names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for i, data in enumerate(sets):
+        cells = []
+        for name in names:
+            value = scores[name][i]
+            cost = (f", {value.seconds / value.seconds_true_k:.1f}x"
+                    if value.seconds_true_k else "")
+            cells.append(f"{value.ari:.3f} ({value.k}{cost})")
+        lines.append(f"| {data.name} | {data.X.shape[0]} | {data.n_clusters} | "
+                     + " | ".join(cells) + " |")
+    lines.append("| mean ARI | | | " + " | ".join(
+        f"**{np.mean([v.ari for v in scores[name]]):.3f}**" for name in names) + " |")
+    lines.append("| true k found | | | " + " | ".join(
+        f"{sum(v.k == d.n_clusters for v, d in zip(scores[name], sets, strict=True))} "
+        f"of {len(sets)}"
+        for name in names) + " |")
+    lines.append("")
+    for name in algorithms:
+        ratios = [v.seconds / v.seconds_true_k for v in scores[name] if v.seconds_true_k]
+        lines.append(f"- {name}: auto costs {np.mean(ratios):.1f}x a fit given the true k on "
+                     f"average, at most {np.max(ratios):.1f}x "
+                     f"({sum(v.seconds for v in scores[name]):.1f} s against "
+                     f"{sum(v.seconds_true_k or 0.0 for v in scores[name]):.1f} s)")
+    return "\n".join(lines)
+
+
 def peer_clusterer(name: str) -> Clusterer:
     """A scikit-learn peer by name: those of :func:`scikit_learn_peers` and MiniBatchKMeans."""
     if name == "minibatch k-means":
@@ -432,6 +550,10 @@ def main() -> None:
     parser.add_argument("--many-clusters", nargs="+", type=int, metavar="K",
                         help="instead: ARI and seconds on many_cluster_sets with these numbers "
                         "of clusters (k-means too)")
+    parser.add_argument("--auto", action="store_true",
+                        help="instead: k hidden, each algorithm with n_clusters='auto' beside "
+                        "HDBSCAN, silhouette-chosen spectral and spectral given the true k "
+                        "(auto_suite), on the public sets (or --heldout, --sweep)")
     docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
@@ -461,6 +583,10 @@ def main() -> None:
     region = "defaults-heldout" if args.heldout else "defaults-sweep" if args.sweep else (
         "defaults-public")
     sets = heldout_sets() if args.heldout else sweep_sets() if args.sweep else public_sets()
+    if args.auto:
+        with docs_pages.record(args.write_docs, page, region.replace("defaults", "auto"), module):
+            print(auto_suite(sets, algorithms, seed=args.seed))
+        return
     with docs_pages.record(args.write_docs, page, region, module):
         scores = run_suite(sets, algorithms, seed=args.seed)
         print(markdown_table(sets, scores))

@@ -10,6 +10,7 @@ so :func:`job_plot` draws one figure at a time per process. Text stays text in t
 - More features: the first two principal components, which the title says.
 - Outliers (label ``-1`` of a clusterer, or the indices in the result's ``outliers``) are marked.
 - Sequences: one row per sequence, the state at each position.
+- ``n_clusters="auto"``: beside the points, the prediction strength of every k considered.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import io
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -25,6 +26,8 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+from algorithms.params.common import STRENGTH_THRESHOLD
 
 # A scatter of more points says nothing more and makes the SVG heavy; the title says so.
 MAX_POINTS = 5_000
@@ -100,8 +103,10 @@ def predicted_regions(X: np.ndarray, predict: Callable[[np.ndarray], np.ndarray]
 def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
                    predict: Callable[[np.ndarray], np.ndarray] | None = None,
                    outlier_label: int | None = -1,
-                   outliers: Sequence[int] = ()) -> Figure:
-    """Points coloured by cluster; regions of ``predict`` when ``X`` has two features."""
+                   outliers: Sequence[int] = (),
+                   strengths: Mapping[str, float] | None = None) -> Figure:
+    """Points coloured by cluster; regions of ``predict`` when ``X`` has two features; beside
+    them, for ``n_clusters="auto"``, the prediction strength of every k considered."""
     X = np.asarray(X, dtype=float)
     labels = np.asarray(labels)
     n = X.shape[0]
@@ -121,8 +126,13 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
         shown = np.sort(np.random.default_rng(0).choice(n, MAX_POINTS, replace=False))
         subtitle.append(f"{MAX_POINTS} of {n} points shown")
 
-    figure = Figure(figsize=(6.4, 5.2))
-    ax = figure.add_subplot()
+    if strengths:
+        figure = Figure(figsize=(9.6, 5.2))
+        ax, strength_ax = figure.subplots(1, 2, width_ratios=(2, 1))
+        strengths_panel(strength_ax, strengths, chosen=len(classes))
+    else:
+        figure = Figure(figsize=(6.4, 5.2))
+        ax = figure.add_subplot()
     if predict is not None and X.shape[1] == 2:
         Z, extent = predicted_regions(X, predict)
         codes = np.vectorize(lambda v: color_index.get(v, -1), otypes=[float])(Z)
@@ -150,6 +160,23 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
     if len(color_index) <= 20:
         ax.legend(loc="best", fontsize=8, framealpha=0.8)
     return figure
+
+
+def strengths_panel(ax, strengths: Mapping[str, float], chosen: int) -> None:
+    """Prediction strength against k (``n_clusters="auto"``), the 0.8 threshold dashed and the
+    chosen k marked."""
+    ks = sorted(int(k) for k in strengths)
+    values = [float(value) for _, value in sorted((int(k), v) for k, v in strengths.items())]
+    ax.plot(ks, values, marker="o", color="0.3")
+    ax.axhline(STRENGTH_THRESHOLD, linestyle="--", color="0.6", linewidth=1)
+    if chosen in ks:
+        ax.plot([chosen], [values[ks.index(chosen)]], marker="o", markersize=11,
+                markerfacecolor="none", markeredgecolor="C3", markeredgewidth=2)
+    ax.set_ylim(0, 1.05)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("k")
+    ax.set_ylabel("prediction strength")
+    ax.set_title(f"n_clusters='auto': k = {chosen}")
 
 
 def sequences_figure(labels: Sequence[Sequence[int]], *, title: str) -> Figure:
@@ -181,7 +208,8 @@ _DRAWING = threading.Lock()
 
 
 def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_label=-1,
-             outliers: Sequence[int] = ()) -> dict[str, bytes]:
+             outliers: Sequence[int] = (),
+             strengths: Mapping[str, float] | None = None) -> dict[str, bytes]:
     """SVG and PNG of a finished job: ``data`` is its matrix or its list of sequences."""
     with _DRAWING:
         if isinstance(data, list):
@@ -189,5 +217,5 @@ def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_la
         else:
             figure = vectors_figure(data, labels, title=f"{algorithm}: {len(data)} points",
                                     predict=predict, outlier_label=outlier_label,
-                                    outliers=outliers)
+                                    outliers=outliers, strengths=strengths)
         return render(figure)

@@ -23,6 +23,9 @@ NClusters = Annotated[int, Field(ge=2, le=1000, description="Number of clusters 
 # ``n_clusters="auto"``: the method chooses k in 2..max_clusters
 # (:mod:`algorithms.selection.n_clusters`).
 AUTO = "auto"
+# Tibshirani and Walther (2005), section 3: a k whose prediction strength is at least 0.8-0.9
+# has well-separated clusters; the lower end keeps clusters that touch.
+STRENGTH_THRESHOLD = 0.8
 NClustersOrAuto = Annotated[
     NClusters | Literal["auto"],
     Field(description=(

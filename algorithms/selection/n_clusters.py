@@ -36,13 +36,12 @@ from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import centred, local_scaling_gamma
-from algorithms.selection.candidates import SPECTRAL_NEIGHBORS, kmeans_labels
+from algorithms.params.common import STRENGTH_THRESHOLD
+from algorithms.selection.candidates import SPECTRAL_NEIGHBORS, kmeans_runs
 from algorithms.threads import small_problem_threads
 
-# Tibshirani and Walther (2005), section 3: a k whose prediction strength is at least 0.8-0.9
-# has well-separated clusters; the lower end keeps clusters that touch.
-STRENGTH_THRESHOLD = 0.8
 N_SPLITS = 4
+KMEANS_INIT = 10
 SAMPLE_SIZE = 1000
 # The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
 TRANSFER_C = 10.0
@@ -119,8 +118,11 @@ def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
         graph = kneighbors_graph(X, n_neighbors=min(SPECTRAL_NEIGHBORS, n - 1), include_self=True)
         embedding = spectral_embedding(0.5 * (graph + graph.T), n_components=max(ks),
                                        drop_first=False, random_state=rng)
-    return {k: kmeans_labels(embedding[:, :k], k, random_state=rng.randint(2**31 - 1))[0]
-            for k in ks}
+    partitions = {}
+    for k in ks:  # the best of KMEANS_INIT runs of Lloyd's iterations, as scikit-learn's n_init
+        runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
+        partitions[k] = min(runs, key=lambda run: run[0])[1]
+    return partitions
 
 
 def _transfer(X_train, labels: np.ndarray, X_test, gamma: float) -> np.ndarray:

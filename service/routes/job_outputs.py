@@ -127,6 +127,7 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
         # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
         outlier_label=None if spec.labels == "required" else -1,
         outliers=(result.get("extras") or {}).get("outliers") or (),
+        strengths=(result.get("extras") or {}).get("n_clusters_strengths"),
     )
 
 

@@ -176,7 +176,9 @@ function homePage() {
         }
       }
       const clusters = document.getElementById("upload-n-clusters").value;
-      if (clusters && !("n_clusters" in params)) params.n_clusters = Number(clusters);
+      if (clusters && !("n_clusters" in params)) {
+        params.n_clusters = clusters.trim() === "auto" ? "auto" : Number(clusters);
+      }
       const form = new FormData();
       form.append("file", document.getElementById("upload-file").files[0]);
       notice("uploading…");

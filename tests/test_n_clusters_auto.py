@@ -1,0 +1,122 @@
+"""n_clusters="auto": the k of largest prediction strength (algorithms/selection/n_clusters.py),
+for the five clustering methods, as estimators and through the API."""
+
+import httpx
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs, make_circles, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from algorithms.registry import get_spec
+from algorithms.selection.n_clusters import choose_n_clusters, prediction_strength
+from tests.helpers import submit_job, wait_for_job
+
+METHODS = ["itersvr", "cpm3c", "sdp_mmc", "gmmc", "svc"]
+
+
+def separated_blobs(k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` blobs of 40 points, unit spread, centres 8 apart on a grid."""
+    side = int(np.ceil(np.sqrt(k)))
+    centres = [(8.0 * (i % side), 8.0 * (i // side)) for i in range(k)]
+    return make_blobs(n_samples=40 * k, centers=centres, cluster_std=1.0, random_state=seed)
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+def test_well_separated_blobs_give_exactly_their_number(k):
+    X, _ = separated_blobs(k)
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert choice.n_clusters == k and choice.clear
+    assert set(choice.strengths) == set(range(2, 13))
+
+
+@pytest.mark.parametrize("X", [make_moons(300, noise=0.05, random_state=0)[0],
+                               make_circles(300, factor=0.5, noise=0.05, random_state=0)[0]],
+                         ids=["noisy moons", "noisy circles"])
+def test_noisy_moons_and_circles_give_two(X):
+    assert choose_n_clusters(X, 12, random_state=0).n_clusters == 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_uniform_noise_reaches_no_clear_k(seed):
+    # The documented answer: no k reaches the threshold, so the choice is not clear; the
+    # methods still partition (k >= 2). Separated blobs, the baseline, are clear.
+    X = np.random.RandomState(seed).uniform(size=(300, 2))
+    choice = choose_n_clusters(X, 12, random_state=seed)
+    assert not choice.clear and choice.n_clusters >= 2
+    assert max(choice.strengths.values()) < 0.8
+
+
+def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
+    X, _ = separated_blobs(6)
+    assert choose_n_clusters(X, 4, random_state=0).n_clusters <= 4
+    assert max(choose_n_clusters(X[:20], 12, random_state=0).strengths) == 5  # 20 // 4
+
+
+def test_prediction_strength_is_the_weakest_clusters_share_of_pairs():
+    own = np.array([0, 0, 0, 1, 1, 1])
+    assert prediction_strength(own, own) == 1.0
+    # Cluster 1 split 2 + 1: one of its three pairs stays together.
+    assert prediction_strength(np.array([0, 0, 0, 1, 1, 2]), own) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_each_method_chooses_k_fits_and_predicts_with_auto(name):
+    X, y = separated_blobs(4)
+    estimator = get_spec(name).build({"n_clusters": "auto", "random_state": 0}).fit(X)
+    assert estimator.n_clusters_ == 4
+    # One cluster for all, the trivial baseline, has ARI 0.
+    assert adjusted_rand_score(y, estimator.labels_) >= 0.99
+    extras = estimator.result_extras()
+    assert extras["n_clusters"] == 4 and extras["n_clusters_clear"] is True
+    assert max(extras["n_clusters_strengths"], key=extras["n_clusters_strengths"].get) == 4
+    meta, arrays = estimator.to_model()
+    loaded = type(estimator).from_model(meta, arrays)
+    assert np.array_equal(loaded.predict(X), estimator.predict(X))
+    # A refit with a fixed k forgets the choice.
+    estimator.set_params(n_clusters=2).fit(X)
+    assert estimator.n_clusters_ == 2 and "n_clusters_strengths" not in estimator.result_extras()
+
+
+def test_auto_is_refused_where_k_is_fixed_by_the_problem():
+    X, _ = separated_blobs(2)
+    with pytest.raises(ValueError, match="kernel_learning"):
+        get_spec("gmmc").build({"n_clusters": "auto", "kernel_learning": True})
+    labels = np.full(X.shape[0], -1)
+    labels[:3] = 0
+    with pytest.raises(ValueError, match="not 'auto'"):
+        get_spec("sdp_mmc").build({"n_clusters": "auto"}).fit(X, labels)
+    with pytest.raises(ValueError, match="max_clusters"):
+        get_spec("itersvr").build({"n_clusters": "auto", "max_clusters": 1})
+
+
+def test_auto_job_reports_the_chosen_k_and_every_strength_and_its_model_predicts(service_url):
+    X, y = separated_blobs(3)
+    job = submit_job(service_url, {"algorithm": {"name": "cpm3c",
+                                                 "params": {"n_clusters": "auto",
+                                                            "random_state": 0}},
+                                   "data": {"X": X.tolist()}})
+    final = wait_for_job(service_url, job["id"])
+    assert final["status"] == "succeeded", final["error"]
+    assert final["algorithm"]["params"]["n_clusters"] == "auto"
+    result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30).json()
+    extras = result["extras"]
+    assert extras["n_clusters"] == 3 and extras["n_clusters_clear"] is True
+    assert sorted(map(int, extras["n_clusters_strengths"])) == list(range(2, 13))
+    assert adjusted_rand_score(y, result["labels"]) >= 0.99
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X.tolist()}, timeout=30)
+    assert predicted.status_code == 200, predicted.text
+    assert predicted.json()["labels"] == result["labels"]
+    plot = httpx.get(f"{service_url}/v1/jobs/{job['id']}/plot", timeout=30)
+    assert plot.status_code == 200 and "prediction strength" in plot.text
+
+
+def test_auto_with_partial_labels_is_a_422_that_says_what_to_fix(service_url):
+    X, _ = separated_blobs(2)
+    y = [-1] * X.shape[0]
+    y[0] = 0
+    response = httpx.post(f"{service_url}/v1/jobs", timeout=30, json={
+        "algorithm": {"name": "sdp_mmc", "params": {"n_clusters": "auto"}},
+        "data": {"X": X.tolist(), "y": y}})
+    assert response.status_code == 422, response.text
+    assert "not 'auto'" in response.text
