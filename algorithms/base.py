@@ -59,9 +59,8 @@ from algorithms.params.common import (  # noqa: F401
     is_unset,
     reciprocal,
 )
+from algorithms.progress import ProgressCallback, report
 from algorithms.selection.n_clusters import choose_n_clusters
-
-ProgressCallback = Callable[[int, float | None, str], None]
 
 MODEL_FORMAT = "mmc-model/1"
 
@@ -79,13 +78,6 @@ def in_row_blocks(method: Callable[[np.ndarray], np.ndarray], X: np.ndarray, blo
         blocks.append(np.asarray(method(X[start:start + block_rows])))
         on_block(start + blocks[-1].shape[0], X.shape[0])
     return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-
-
-def report(progress: ProgressCallback | None, step: int, objective: float | None, message: str):
-    """Forward a progress event when a callback was given."""
-    if progress is not None:
-        value = None if objective is None or not math.isfinite(objective) else float(objective)
-        progress(int(step), value, message)
 
 
 def save_model(estimator: MMCEstimatorMixin, path_prefix: str) -> tuple[str, str]:

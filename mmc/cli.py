@@ -207,6 +207,17 @@ class ProgressBar:
             self.stream.write("\n")
 
 
+def chosen_k_note(extras: dict[str, Any]) -> str:
+    """", n_clusters='auto' chose k (clear)" for a fit that chose its k, else nothing."""
+    strengths = extras.get("n_clusters_strengths")
+    if not strengths:
+        return ""
+    k = extras.get("n_clusters")
+    how = "" if extras.get("n_clusters_clear") else ", no k reached strength 0.8"
+    return (f", n_clusters='auto' chose {k} (prediction strength "
+            f"{strengths.get(str(k), strengths.get(k, 0.0)):.2f}{how})")
+
+
 def write_labels(path: str, labels: Any, sequences: bool) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         if sequences:
@@ -243,8 +254,8 @@ def cluster_remote(args: argparse.Namespace) -> int:
         handle.write(arrays_to_npz_bytes(arrays))
     print(f"mmc: {args.algorithm} on {len(X)} points at {args.url} (job {result.job_id}, fit "
           f"{result.timing.get('fit_seconds') or 0:.2f} s) in {time.perf_counter() - started:.2f}"
-          f" s; wrote {prefix}.labels.csv, {prefix}.model.json, {prefix}.model.npz",
-          file=sys.stderr)
+          f" s{chosen_k_note(result.extras)}; wrote {prefix}.labels.csv, {prefix}.model.json, "
+          f"{prefix}.model.npz", file=sys.stderr)
     return 0
 
 
@@ -289,8 +300,9 @@ def cluster(args: argparse.Namespace) -> int:
     prefix = args.output or str(Path(args.file).with_suffix(""))
     write_labels(f"{prefix}.labels.csv", estimator.labels_, spec.input_kind == "sequences")
     json_path, npz_path = save_model(estimator, f"{prefix}.model")
-    print(f"mmc: {spec.name} on {len(X)} points in {time.perf_counter() - started:.2f} s; wrote "
-          f"{prefix}.labels.csv, {json_path}, {npz_path}", file=sys.stderr)
+    print(f"mmc: {spec.name} on {len(X)} points in {time.perf_counter() - started:.2f} s"
+          f"{chosen_k_note(estimator.result_extras())}; wrote {prefix}.labels.csv, {json_path}, "
+          f"{npz_path}", file=sys.stderr)
     return 0
 
 

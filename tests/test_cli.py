@@ -89,6 +89,16 @@ def test_mmc_cluster_writes_labels_and_a_model_that_predicts(tmp_path, capsys):
     assert predicted == labels[:10].tolist()
 
 
+def test_mmc_cluster_with_auto_says_which_k_it_chose(tmp_path, capsys):
+    X, y = make_blobs(n_samples=150, centers=[(0, 0), (8, 0), (0, 8)], random_state=0)
+    data = tmp_path / "points.csv"
+    np.savetxt(data, X, delimiter=",")
+    assert main(["cluster", str(data), "--algorithm", "cpm3c", "--param", "n_clusters=auto",
+                 "--param", "random_state=0", "--output", str(tmp_path / "run")]) == 0
+    assert "n_clusters='auto' chose 3" in capsys.readouterr().err
+    assert clustering_error(y, np.loadtxt(tmp_path / "run.labels.csv", dtype=int)) == 0.0
+
+
 def test_mmc_cluster_refuses_an_unknown_parameter(tmp_path, capsys):
     data = tmp_path / "points.csv"
     np.savetxt(data, make_blobs(n_samples=20, random_state=0)[0], delimiter=",")

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from sklearn.base import clone
 
-from algorithms.base import ProgressCallback, report
+from algorithms.progress import ProgressCallback, report
 from algorithms.selection.candidates import spectral_partition
 
 
