@@ -52,6 +52,13 @@ def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
     assert max(choose_n_clusters(X[:20], 12, random_state=0).strengths) == 5  # 20 // 4
 
 
+@pytest.mark.parametrize("n", [2, 3, 5, 7])
+def test_too_few_points_to_split_get_two_clusters_unscored(n):
+    X = np.random.RandomState(0).randn(n, 2)
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert (choice.n_clusters, choice.strengths, choice.clear) == (2, {}, False)
+
+
 def test_prediction_strength_is_the_weakest_clusters_share_of_pairs():
     own = np.array([0, 0, 0, 1, 1, 1])
     assert prediction_strength(own, own) == 1.0

@@ -47,6 +47,8 @@ N_SPLITS = 6
 # six splits of three runs cost less than four of ten.
 KMEANS_INIT = 3
 SAMPLE_SIZE = 1000
+# Two halves of two points per cluster at k = 2; fewer points get k = 2 unscored.
+FEWEST_POINTS = 8
 # The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
 TRANSFER_C = 10.0
 
@@ -71,13 +73,15 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
                       random_state=None) -> NClustersChoice:
     """The number of clusters ``2..max_clusters`` of largest prediction strength at or above
     ``STRENGTH_THRESHOLD`` (see the module docstring); the k of highest strength when none
-    reaches it."""
+    reaches it; 2, unscored, on fewer than ``FEWEST_POINTS`` points."""
     rng = check_random_state(random_state)
     X = centred(X)
     n = X.shape[0]
     if n > SAMPLE_SIZE:
         X = X[np.sort(rng.choice(n, SAMPLE_SIZE, replace=False))]
         n = SAMPLE_SIZE
+    if n < FEWEST_POINTS:  # too few to split in halves of two points per cluster: no choice
+        return NClustersChoice(2, {}, clear=False)
     ks = range(2, largest_k_considered(n, max_clusters) + 1)
     totals = dict.fromkeys(ks, 0.0)
     for _ in range(N_SPLITS):
