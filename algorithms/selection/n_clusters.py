@@ -35,7 +35,7 @@ from sklearn.neighbors import kneighbors_graph
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 
-from algorithms.kernels import centred, local_scaling_gamma
+from algorithms.kernels import centred, local_scaling_gamma, pairwise_kernel
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import SPECTRAL_NEIGHBORS, kmeans_runs
 from algorithms.threads import small_problem_threads
@@ -89,9 +89,12 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
         train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
         train_parts = _spectral_partitions(X[train], ks, rng)
         test_parts = _spectral_partitions(X[test], ks, rng)
+        # One RBF kernel per split serves the SVM of every k.
         gamma = local_scaling_gamma(X[train])
+        K_train = pairwise_kernel(X[train], gamma=gamma)
+        K_test = pairwise_kernel(X[test], X[train], gamma=gamma)
         for k in ks:
-            predicted = _transfer(X[train], train_parts[k], X[test], gamma)
+            predicted = _transfer(K_train, train_parts[k], K_test)
             totals[k] += prediction_strength(predicted, test_parts[k]) / N_SPLITS
     strengths = {k: round(value, 6) for k, value in totals.items()}
     strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
@@ -133,9 +136,10 @@ def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
     return partitions
 
 
-def _transfer(X_train, labels: np.ndarray, X_test, gamma: float) -> np.ndarray:
-    """Labels of ``X_test`` by the RBF SVM trained on ``labels`` (one cluster: that cluster)."""
+def _transfer(K_train: np.ndarray, labels: np.ndarray, K_test: np.ndarray) -> np.ndarray:
+    """Labels of the test points by the SVM trained on ``labels`` over the kernel ``K_train``
+    (``K_test``: test rows against training points); one cluster: that cluster."""
     if np.unique(labels).size < 2:
-        return np.full(X_test.shape[0], labels[0])
+        return np.full(K_test.shape[0], labels[0])
     with small_problem_threads():
-        return SVC(C=TRANSFER_C, gamma=gamma).fit(X_train, labels).predict(X_test)
+        return SVC(C=TRANSFER_C, kernel="precomputed").fit(K_train, labels).predict(K_test)
