@@ -43,8 +43,8 @@ from algorithms.threads import small_problem_threads
 # Splits averaged: the strength of a k varies with the draw of the halves, and near the
 # threshold the choice with it; each split costs one embedding per half and an SVM per k.
 N_SPLITS = 6
-# Lloyd runs per k on an embedding, the best kept: a split is one more draw of the partition, and
-# six splits of three runs cost less than four of ten.
+# Lloyd runs per k on an embedding, the best kept: few are needed, since every split draws the
+# partition again and the strengths are averaged over the splits.
 KMEANS_INIT = 3
 SAMPLE_SIZE = 1000
 # Two halves of two points per cluster at k = 2; fewer points get k = 2 unscored.
