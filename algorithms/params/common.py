@@ -12,7 +12,17 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 # ---------------------------------------------------------------------------------------------
 # Parameter models: one pydantic model per algorithm, shared field types so names mean the same
@@ -26,13 +36,42 @@ AUTO = "auto"
 # Tibshirani and Walther (2005), section 3: a k whose prediction strength is at least 0.8-0.9
 # has well-separated clusters; the lower end keeps clusters that touch.
 STRENGTH_THRESHOLD = 0.8
+_NUMBER_OF_CLUSTERS: TypeAdapter[int] = TypeAdapter(NClusters)
+_NUMBER_OF_CLUSTERS_SCHEMA = {"type": "integer", "minimum": 2, "maximum": 1000}
+# "auto" as a one-value enum (a lone const is not read as a choice by some client generators).
+_AUTO_SCHEMA = {"type": "string", "enum": [AUTO]}
+
+
+def _number_of_clusters_or_auto(value: Any) -> int | str:
+    """``"auto"``, or a number of clusters checked as ``NClusters``; one error naming both (a
+    union would report one error per member, each under its own location)."""
+    if isinstance(value, str) and value == AUTO:
+        return AUTO
+    try:
+        return _NUMBER_OF_CLUSTERS.validate_python(value)
+    except ValidationError as error:
+        raise PydanticCustomError("n_clusters", "{reason}, or 'auto'",
+                                  {"reason": error.errors()[0]["msg"]}) from None
+
+
+def _number_of_clusters_auto_or_none(value: Any) -> int | str | None:
+    return None if value is None else _number_of_clusters_or_auto(value)
+
+
 NClustersOrAuto = Annotated[
-    NClusters | Literal["auto"],
+    int | str,
+    PlainValidator(_number_of_clusters_or_auto),
+    WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA]}),
     Field(description=(
         "Number of clusters k, or 'auto': the k in 2..max_clusters whose partition has the "
         "largest prediction strength of at least 0.8 (Tibshirani and Walther 2005), reported "
         "as n_clusters_ with the strength of every k."
     )),
+]
+NClustersAutoOrNone = Annotated[
+    int | str | None,
+    PlainValidator(_number_of_clusters_auto_or_none),
+    WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA, {"type": "null"}]}),
 ]
 MaxClusters = Annotated[
     int, Field(ge=2, le=100, description="Largest k that n_clusters='auto' considers.")

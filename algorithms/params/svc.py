@@ -13,7 +13,7 @@ from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
     MaxClusters,
-    NClusters,
+    NClustersAutoOrNone,
     PositiveFloat,
     RandomStateParam,
     SampleSolver,
@@ -39,7 +39,7 @@ def soft_margin_problem(C: float | None, n: int) -> str | None:
 class SupportVectorClusteringParams(AlgorithmParams):
     """Parameters of :class:`SupportVectorClustering` (meanings and defaults: see the class)."""
 
-    n_clusters: NClusters | Literal["auto"] | None = Field(
+    n_clusters: NClustersAutoOrNone = Field(
         None,
         description=(
             "Clusters wanted by gamma='auto' (default 2 there); 'auto': the k in "
