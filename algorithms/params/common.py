@@ -58,8 +58,9 @@ def _number_of_clusters_auto_or_none(value: Any) -> int | str | None:
     return None if value is None else _number_of_clusters_or_auto(value)
 
 
+# The inner type documents the values (the parameter tables read it); the validator checks them.
 NClustersOrAuto = Annotated[
-    int | str,
+    NClusters | Literal["auto"],
     PlainValidator(_number_of_clusters_or_auto),
     WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA]}),
     Field(description=(
@@ -69,7 +70,7 @@ NClustersOrAuto = Annotated[
     )),
 ]
 NClustersAutoOrNone = Annotated[
-    int | str | None,
+    NClusters | Literal["auto"] | None,
     PlainValidator(_number_of_clusters_auto_or_none),
     WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA, {"type": "null"}]}),
 ]
