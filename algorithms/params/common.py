@@ -195,6 +195,19 @@ class AlgorithmParams(BaseModel):
         return self.model_dump()
 
 
+class SampledFitParams(AlgorithmParams):
+    """Base of the parameters of a method that solves its relaxation over a sample of
+    ``exact_max_n`` points (SDP MMC, GMMC): the sample must hold every cluster (at most
+    ``max_clusters`` for "auto")."""
+
+    @model_validator(mode="after")
+    def _sample_holds_the_clusters(self):
+        # The subclass declares n_clusters, max_clusters and exact_max_n.
+        if problem := sample_size_problem(self.exact_max_n, self.n_clusters, self.max_clusters):
+            raise ValueError(problem)
+        return self
+
+
 def format_validation_error(error: ValidationError) -> str:
     parts = []
     for item in error.errors():

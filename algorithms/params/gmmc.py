@@ -9,16 +9,15 @@ from pydantic import Field, model_validator
 
 from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
-    AlgorithmParams,
     MaxClusters,
     NClustersOrAuto,
     PositiveFloat,
     RandomStateParam,
-    sample_size_problem,
+    SampledFitParams,
 )
 
 
-class GMMCParams(AlgorithmParams):
+class GMMCParams(SampledFitParams):
     """Parameters of :class:`GMMC` (the paper's defaults are in its sections 3 and 4)."""
 
     library_only = ("guide",)
@@ -82,11 +81,4 @@ class GMMCParams(AlgorithmParams):
         if self.kernel_learning and self.n_clusters != 2:
             raise ValueError(f"kernel_learning (12) is a two-class problem: use n_clusters=2, "
                              f"not {self.n_clusters!r}")
-        return self
-
-    @model_validator(mode="after")
-    def _sample_holds_the_clusters(self):
-        if problem := sample_size_problem(self.exact_max_n, self.n_clusters,
-                                          self.max_clusters):
-            raise ValueError(problem)
         return self

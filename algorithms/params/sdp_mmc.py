@@ -7,26 +7,25 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from algorithms.params.common import (
     AUTO,
     DEFAULT_MAX_CLUSTERS,
-    AlgorithmParams,
     GammaParam,
     KernelParam,
     MaxClusters,
     NClustersOrAuto,
     RandomStateParam,
     Renames,
+    SampledFitParams,
     reciprocal,
-    sample_size_problem,
 )
 
 SolverParam = Literal["lowrank", "scs", "clarabel"]
 
 
-class SDPMMCParams(AlgorithmParams):
+class SDPMMCParams(SampledFitParams):
     """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
 
     renamed: ClassVar[Renames] = {"beta": ("C", reciprocal)}
@@ -91,13 +90,6 @@ class SDPMMCParams(AlgorithmParams):
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
     max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
     random_state: RandomStateParam = None
-
-    @model_validator(mode="after")
-    def _sample_holds_the_clusters(self):
-        if problem := sample_size_problem(self.exact_max_n, self.n_clusters,
-                                          self.max_clusters):
-            raise ValueError(problem)
-        return self
 
 
 def label_range_problem(labels, n_clusters: int) -> str | None:
