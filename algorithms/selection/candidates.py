@@ -258,13 +258,20 @@ def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: 
     n = X.shape[0]
     if n <= n_clusters:  # a point per cluster (the eigensolver needs more points than vectors)
         return np.arange(n)
+    embedding = knn_spectral_embedding(X, n_clusters, n_neighbors, rng)
+    labels, _ = kmeans_labels(embedding, n_clusters, random_state=rng.randint(2**31 - 1))
+    return labels
+
+
+def knn_spectral_embedding(X: np.ndarray | sp.spmatrix, n_components: int, n_neighbors: int,
+                           rng: np.random.RandomState) -> np.ndarray:
+    """The leading ``n_components`` vectors of the normalized-Laplacian embedding of
+    ``0.5 (A + A^T)``, ``A`` the kNN connectivity of ``X`` (each point its own neighbour)."""
     with warnings.catch_warnings(), small_problem_threads():
-        graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, n - 1), include_self=True)
-        affinity = 0.5 * (graph + graph.T)
+        graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1),
+                                 include_self=True)
         # Well-separated clusters leave a disconnected graph; the embedding of its components'
         # indicators is then the partition wanted, so the warning says nothing.
         warnings.filterwarnings("ignore", message="Graph is not fully connected")
-        embedding = spectral_embedding(affinity, n_components=n_clusters, drop_first=False,
-                                       random_state=rng)
-    labels, _ = kmeans_labels(embedding, n_clusters, random_state=rng.randint(2**31 - 1))
-    return labels
+        return spectral_embedding(0.5 * (graph + graph.T), n_components=n_components,
+                                  drop_first=False, random_state=rng)

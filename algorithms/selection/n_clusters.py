@@ -25,19 +25,20 @@ points per half estimate it.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.manifold import spectral_embedding
-from sklearn.neighbors import kneighbors_graph
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import centred, local_scaling_gamma, pairwise_kernel
 from algorithms.params.common import STRENGTH_THRESHOLD
-from algorithms.selection.candidates import SPECTRAL_NEIGHBORS, kmeans_runs
+from algorithms.selection.candidates import (
+    SPECTRAL_NEIGHBORS,
+    kmeans_runs,
+    knn_spectral_embedding,
+)
 from algorithms.threads import small_problem_threads
 
 # Splits averaged: the strength of a k varies with the draw of the halves, and near the
@@ -123,12 +124,7 @@ def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
     """The spectral partition of the kNN graph for every k of ``ks``: k-means on the leading k
     vectors of one embedding (the construction of
     :func:`~algorithms.selection.candidates.spectral_partition`)."""
-    n = X.shape[0]
-    with warnings.catch_warnings(), small_problem_threads():
-        warnings.filterwarnings("ignore", message="Graph is not fully connected")
-        graph = kneighbors_graph(X, n_neighbors=min(SPECTRAL_NEIGHBORS, n - 1), include_self=True)
-        embedding = spectral_embedding(0.5 * (graph + graph.T), n_components=max(ks),
-                                       drop_first=False, random_state=rng)
+    embedding = knn_spectral_embedding(X, max(ks), SPECTRAL_NEIGHBORS, rng)
     partitions = {}
     for k in ks:  # the best of KMEANS_INIT runs of Lloyd's iterations, as scikit-learn's n_init
         runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
