@@ -270,7 +270,7 @@ class MMCEstimatorMixin:
         # Models stored before n_clusters="auto" hold the number in their parameters.
         fitted_k = meta.get("state", {}).get("n_clusters_", params.get("n_clusters"))
         if isinstance(fitted_k, int):
-            estimator.n_clusters_ = int(fitted_k)
+            estimator.n_clusters_ = fitted_k
         estimator._import_state(dict(meta.get("state", {})), dict(arrays))
         return estimator
 

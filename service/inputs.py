@@ -16,7 +16,7 @@ import numpy as np
 
 from algorithms.hmm import as_symbol_sequences
 from algorithms.inputs import as_float_matrix, check_clustering_input
-from algorithms.params.common import AlgorithmParams
+from algorithms.params.common import AUTO, AlgorithmParams
 from algorithms.registry import AlgorithmSpec
 from service.problems import ProblemError, field_error
 
@@ -133,7 +133,7 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
     n = X.shape[0]
     _size_limit(spec, params, n)
     n_clusters = getattr(params, "n_clusters", None)
-    if n_clusters == "auto":  # at least two clusters; "auto" chooses within what the data allows
+    if n_clusters == AUTO:  # at least two clusters; "auto" chooses within what the data allows
         n_clusters = 2
     if n_clusters is not None:
         try:

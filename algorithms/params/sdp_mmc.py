@@ -129,10 +129,10 @@ def partial_labels_problem(n_clusters: int | str, multiclass: str, labels, class
     room for every labelled point, no cluster holds more labelled points than the balance allows
     over the points solved (:func:`labels_in_fit`), and with more than two clusters only the
     multi-class SDP (4.8) takes them (thesis section 4.3)."""
-    if n_clusters == AUTO and labels is not None and np.any(np.asarray(labels) >= 0):
-        return ("partial labels name their clusters 0..k-1: give n_clusters as a number, not "
-                "'auto'")
     if n_clusters == AUTO:
+        if labels is not None and np.any(np.asarray(labels) >= 0):
+            return ("partial labels name their clusters 0..k-1: give n_clusters as a number, "
+                    "not 'auto'")
         return None
     if labels is not None and (
             problem := label_range_problem(labels, n_clusters)
