@@ -155,7 +155,7 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
                 except Exception:  # numba's LinAlgError
                     solution = _symmetric_lstsq(A, rhs)
             if valid:
-                solution = _cholesky_solve(L[:m, :m], rhs)
+                solution = _cholesky_solve(L, rhs)  # its leading m x m block
             d = np.empty(m)
             outward = -1
             for a in range(m):
@@ -370,7 +370,9 @@ def robust_lagrangian(w, n, r, G_over_beta, factor, c, smoothing, lam, A, C, b, 
             p[i] += Vn[i, j] * U[n, j]
     if factor.shape[1]:
         B = outer_rows(Vn, factor)
-        smoothed_dual_newton(B, p, smoothing, lam, NEWTON_GAP, NEWTON_STEPS)
+        # np.int64: a plain global would be typed Literal[int](50), a second signature that
+        # numba compiles besides the one the Python caller uses.
+        smoothed_dual_newton(B, p, smoothing, lam, NEWTON_GAP, np.int64(NEWTON_STEPS))
     else:
         H = Vn @ Vn.T
         largest = 0.0
@@ -502,8 +504,9 @@ def lbfgs(x, max_iter, gtol, n, r, G_over_beta, factor, c, smoothing, lam, A, C,
         sy = _dot(s_k, y_k)
         if sy > 1e-12 * np.sqrt(_dot(s_k, s_k) * _dot(y_k, y_k)):
             newest = (newest + 1) % MEMORY
-            S[newest] = s_k
-            Y[newest] = y_k
+            for i in range(size):  # element by element: a row assignment compiles for seconds
+                S[newest, i] = s_k[i]
+                Y[newest, i] = y_k[i]
             rho[newest] = 1.0 / sy
             stored = min(stored + 1, MEMORY)
     return evaluations
@@ -530,7 +533,9 @@ def _axpy(a, u, v):
 
 @njit(cache=True, nogil=True)
 def _cholesky_solve(L, rhs):
-    """``x`` with ``L L^T x = rhs``, ``L`` lower triangular: two triangular solves."""
+    """``x`` with ``L L^T x = rhs``, ``L`` the leading ``rhs.size`` rows and columns of a lower
+    triangular factor (the whole array, not a slice: one compiled signature for every caller):
+    two triangular solves."""
     m = rhs.size
     x = np.empty(m)
     for a in range(m):

@@ -87,15 +87,18 @@ def warm_up_fit() -> None:
 # active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner problem.
 COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
                     compiled_smo, compiled_active_set, compiled_factored_dual, compiled_lbfgs)
-# Compiled side by side into the disk cache: the L-BFGS kernel alone (it calls the active set,
-# which it compiles and caches too: the longest), and the others one after another.
-_SIDE_BY_SIDE = ((compiled_lbfgs,),
-                 tuple(load for load in COMPILED_KERNELS
-                       if load not in (compiled_lbfgs, compiled_active_set)))
+# Compiled into the disk cache in two processes side by side (``make install``), in two rounds:
+# first the L-BFGS kernel's callees, the active set alone (the longest) beside all the others;
+# then the L-BFGS kernel, which loads its compiled callees from the cache instead of compiling
+# them again.
+_ROUNDS = (((compiled_active_set,),
+            tuple(load for load in COMPILED_KERNELS
+                  if load not in (compiled_lbfgs, compiled_active_set))),
+           ((compiled_lbfgs,),))
 
 
-def _load_kernels(group: int) -> None:
-    for load in _SIDE_BY_SIDE[group]:
+def _load_kernels(kernels: tuple) -> None:
+    for load in kernels:
         load()
 
 
@@ -108,8 +111,9 @@ def warm_compiled_kernels(processes: int = 1) -> None:
             load()
         return
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(len(_SIDE_BY_SIDE), mp_context=context) as pool:
-        list(pool.map(_load_kernels, range(len(_SIDE_BY_SIDE))))
+    with ProcessPoolExecutor(2, mp_context=context) as pool:
+        for groups in _ROUNDS:
+            list(pool.map(_load_kernels, groups))
 
 
 def lower_priority(niceness: int) -> None:
