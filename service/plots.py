@@ -104,9 +104,11 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
                    predict: Callable[[np.ndarray], np.ndarray] | None = None,
                    outlier_label: int | None = -1,
                    outliers: Sequence[int] = (),
-                   strengths: Mapping[str, float] | None = None) -> Figure:
+                   strengths: Mapping[str, float] | None = None,
+                   chosen_k: int | None = None) -> Figure:
     """Points coloured by cluster; regions of ``predict`` when ``X`` has two features; beside
-    them, for ``n_clusters="auto"``, the prediction strength of every k considered."""
+    them, for ``n_clusters="auto"``, the prediction strength of every k considered and the k
+    chosen (which a fit may end with fewer clusters than)."""
     X = np.asarray(X, dtype=float)
     labels = np.asarray(labels)
     n = X.shape[0]
@@ -129,7 +131,7 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
     if strengths:
         figure = Figure(figsize=(9.6, 5.2))
         ax, strength_ax = figure.subplots(1, 2, width_ratios=(2, 1))
-        strengths_panel(strength_ax, strengths, chosen=len(classes))
+        strengths_panel(strength_ax, strengths, chosen=chosen_k)
     else:
         figure = Figure(figsize=(6.4, 5.2))
         ax = figure.add_subplot()
@@ -162,11 +164,11 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
     return figure
 
 
-def strengths_panel(ax, strengths: Mapping[str, float], chosen: int) -> None:
-    """Prediction strength against k (``n_clusters="auto"``), the 0.8 threshold dashed and the
+def strengths_panel(ax, strengths: Mapping[str, float], chosen: int | None) -> None:
+    """Prediction strength against k (``n_clusters="auto"``), the threshold dashed and the
     chosen k marked."""
-    ks = sorted(int(k) for k in strengths)
-    values = [float(value) for _, value in sorted((int(k), v) for k, v in strengths.items())]
+    points = sorted((int(k), float(value)) for k, value in strengths.items())
+    ks, values = [k for k, _ in points], [value for _, value in points]
     ax.plot(ks, values, marker="o", color="0.3")
     ax.axhline(STRENGTH_THRESHOLD, linestyle="--", color="0.6", linewidth=1)
     if chosen in ks:
@@ -176,7 +178,7 @@ def strengths_panel(ax, strengths: Mapping[str, float], chosen: int) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k")
     ax.set_ylabel("prediction strength")
-    ax.set_title(f"n_clusters='auto': k = {chosen}")
+    ax.set_title("n_clusters='auto'" if chosen is None else f"n_clusters='auto': k = {chosen}")
 
 
 def sequences_figure(labels: Sequence[Sequence[int]], *, title: str) -> Figure:
@@ -209,7 +211,8 @@ _DRAWING = threading.Lock()
 
 def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_label=-1,
              outliers: Sequence[int] = (),
-             strengths: Mapping[str, float] | None = None) -> dict[str, bytes]:
+             strengths: Mapping[str, float] | None = None,
+             chosen_k: int | None = None) -> dict[str, bytes]:
     """SVG and PNG of a finished job: ``data`` is its matrix or its list of sequences."""
     with _DRAWING:
         if isinstance(data, list):
@@ -217,5 +220,6 @@ def job_plot(algorithm: str, data: Any, labels: Any, *, predict=None, outlier_la
         else:
             figure = vectors_figure(data, labels, title=f"{algorithm}: {len(data)} points",
                                     predict=predict, outlier_label=outlier_label,
-                                    outliers=outliers, strengths=strengths)
+                                    outliers=outliers, strengths=strengths,
+                                    chosen_k=chosen_k)
         return render(figure)

@@ -122,12 +122,13 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
         labels = np.asarray(result["labels"])
         model = request.app.state.model_cache.get(result["model_id"])
         predict = None if model is None else model[0].predict
+    extras = result.get("extras") or {}
     return job_plot(
         spec.name, data, labels, predict=predict,
         # A classifier's labels are its classes; -1 marks an outlier only for clusterers.
         outlier_label=None if spec.labels == "required" else -1,
-        outliers=(result.get("extras") or {}).get("outliers") or (),
-        strengths=(result.get("extras") or {}).get("n_clusters_strengths"),
+        outliers=extras.get("outliers") or (),
+        strengths=extras.get("n_clusters_strengths"), chosen_k=extras.get("n_clusters"),
     )
 
 
