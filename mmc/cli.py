@@ -209,11 +209,13 @@ class ProgressBar:
 
 def chosen_k_note(extras: dict[str, Any]) -> str:
     """", n_clusters='auto' chose k (clear)" for a fit that chose its k, else nothing."""
+    from algorithms.params.common import STRENGTH_THRESHOLD
+
     strengths = extras.get("n_clusters_strengths")
     if not strengths:
         return ""
     k = extras.get("n_clusters")
-    how = "" if extras.get("n_clusters_clear") else ", no k reached strength 0.8"
+    how = "" if extras.get("n_clusters_clear") else f", no k reached strength {STRENGTH_THRESHOLD}"
     return (f", n_clusters='auto' chose {k} (prediction strength "
             f"{strengths.get(str(k), strengths.get(k, 0.0)):.2f}{how})")
 

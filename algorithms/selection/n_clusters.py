@@ -87,13 +87,13 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     totals = dict.fromkeys(ks, 0.0)
     for _ in range(N_SPLITS):
         order = rng.permutation(n)
-        train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
-        train_parts = _spectral_partitions(X[train], ks, rng)
-        test_parts = _spectral_partitions(X[test], ks, rng)
+        X_train, X_test = X[np.sort(order[: n // 2])], X[np.sort(order[n // 2:])]
+        train_parts = _spectral_partitions(X_train, ks, rng)
+        test_parts = _spectral_partitions(X_test, ks, rng)
         # One RBF kernel per split serves the SVM of every k.
-        gamma = local_scaling_gamma(X[train])
-        K_train = pairwise_kernel(X[train], gamma=gamma)
-        K_test = pairwise_kernel(X[test], X[train], gamma=gamma)
+        gamma = local_scaling_gamma(X_train)
+        K_train = pairwise_kernel(X_train, gamma=gamma)
+        K_test = pairwise_kernel(X_test, X_train, gamma=gamma)
         for k in ks:
             predicted = _transfer(K_train, train_parts[k], K_test)
             totals[k] += prediction_strength(predicted, test_parts[k]) / N_SPLITS
