@@ -111,7 +111,8 @@ def warm_compiled_kernels(processes: int = 1) -> None:
             load()
         return
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(2, mp_context=context) as pool:
+    # One process per group of the widest round.
+    with ProcessPoolExecutor(max(map(len, _ROUNDS)), mp_context=context) as pool:
         for groups in _ROUNDS:
             list(pool.map(_load_kernels, groups))
 
