@@ -21,7 +21,7 @@ from algorithms.kernels import (
     pairwise_kernel,
     resolve_gamma,
 )
-from algorithms.selection.candidates import SPECTRAL_SAMPLE_SIZE, lloyd_runs, spectral_partition
+from algorithms.selection.candidates import SPECTRAL_SAMPLE_SIZE, kmeans_runs, spectral_partition
 
 
 def test_clustering_error_is_invariant_to_cluster_names():
@@ -95,18 +95,20 @@ def test_nystrom_features_of_the_fit_are_the_maps_features():
     np.testing.assert_allclose(Z @ Z.T, pairwise_kernel(X, gamma=0.3), atol=1e-6)
 
 
-def test_batched_lloyd_runs_are_the_single_runs():
+def test_kmeans_runs_are_scikit_learns_lloyd_from_the_same_starts():
+    from sklearn.cluster import KMeans
+
     rng = np.random.RandomState(4)
     X = np.vstack([rng.randn(30, 2) + shift for shift in ([0, 0], [9, 0], [0, 9])]) + 1e6
-    starts = [X[rng.choice(90, 3, replace=False)] for _ in range(6)]
-    batch = lloyd_runs(X, starts)
-    for start, (inertia, labels, centres) in zip(starts, batch, strict=True):
-        single_inertia, single_labels, single_centres = lloyd_runs(X, [start])[0]
-        np.testing.assert_array_equal(labels, single_labels)
-        np.testing.assert_allclose(centres, single_centres)
-        assert inertia == pytest.approx(single_inertia)
-    # The offset of 1e6 cancels: the best run finds the three blobs.
-    best = min(batch, key=lambda run: run[0])
+    for _ in range(6):
+        start = X[rng.choice(90, 3, replace=False)]
+        [(inertia, labels, centres)] = kmeans_runs(X, 3, n_init=1, first_centres=start)
+        reference = KMeans(3, init=start, n_init=1).fit(X)
+        np.testing.assert_array_equal(labels, reference.labels_)
+        np.testing.assert_allclose(centres, reference.cluster_centers_)
+        assert inertia == pytest.approx(reference.inertia_, rel=1e-6)
+    # The offset of 1e6 cancels: the best of the k-means++ runs finds the three blobs.
+    best = min(kmeans_runs(X, 3, n_init=5, random_state=0), key=lambda run: run[0])
     assert sorted(np.bincount(best[1])) == [30, 30, 30]
 
 

@@ -66,6 +66,29 @@ def test_prediction_strength_is_the_weakest_clusters_share_of_pairs():
     assert prediction_strength(np.array([0, 0, 0, 1, 1, 2]), own) == pytest.approx(1 / 3)
 
 
+def test_the_transfer_svm_labels_as_scikit_learns_one_vs_one_svc():
+    # Four overlapping blobs, k-means labels of one half carried to the other by the compiled
+    # one-vs-one SVM and by SVC(kernel="precomputed"): both solve the same duals to libsvm's
+    # tolerance, so at most a point near a boundary may differ.
+    from sklearn.svm import SVC
+
+    from algorithms.kernels import local_scaling_gamma, pairwise_kernel
+    from algorithms.selection.candidates import kmeans_labels
+    from algorithms.selection.n_clusters import TRANSFER_C, _transfer
+
+    X, _ = make_blobs(400, centers=4, cluster_std=2.5, random_state=3)
+    train, test = X[:200], X[200:]
+    labels, _ = kmeans_labels(train, 4, random_state=0)
+    gamma = local_scaling_gamma(train)
+    K_train = pairwise_kernel(train, gamma=gamma)
+    K_test = pairwise_kernel(test, train, gamma=gamma)
+    reference = SVC(C=TRANSFER_C, kernel="precomputed").fit(K_train, labels).predict(K_test)
+    predicted = _transfer(K_train, labels + 5, K_test)  # cluster names are kept
+    assert set(np.unique(predicted)) <= {5, 6, 7, 8}
+    assert (predicted != reference + 5).sum() <= 2
+    assert (reference != reference[0]).any()  # not a trivial one-cluster answer
+
+
 @pytest.mark.parametrize("name", METHODS)
 def test_each_method_chooses_k_fits_and_predicts_with_auto(name):
     X, y = separated_blobs(4)

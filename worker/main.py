@@ -23,6 +23,8 @@ from algorithms.kernels import (
 )
 from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
 from algorithms.registry import get_spec, import_estimators
+from algorithms.selection.candidates import compiled_kmeans
+from algorithms.selection.n_clusters import compiled_transfer
 from core.jobs import lost_job, record_id
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
@@ -83,18 +85,21 @@ def warm_up_fit() -> None:
     get_spec("itersvr").build({"random_state": 0, "n_init": 1}).fit(X)
 
 
-# The numba kernels: the RBF kernel blocks and sums of few features, iterSVR's SMO, the box QP's
-# active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner problem.
+# The numba kernels: the RBF kernel blocks and sums of few features, iterSVR's SMO, k-means, the
+# box QP's active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner
+# problem, and the one-vs-one SVM of n_clusters="auto" (on iterSVR's SMO).
 COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
-                    compiled_smo, compiled_active_set, compiled_factored_dual, compiled_lbfgs)
+                    compiled_smo, compiled_kmeans, compiled_active_set, compiled_factored_dual,
+                    compiled_lbfgs, compiled_transfer)
 # Compiled into the disk cache in two processes side by side (``make install``), in two rounds:
-# first the L-BFGS kernel's callees, the active set alone (the longest) beside all the others;
-# then the L-BFGS kernel, which loads its compiled callees from the cache instead of compiling
-# them again.
+# first the callees, the active set alone (the longest) beside all the others; then the kernels
+# that call them, L-BFGS beside the one-vs-one SVM, which load their compiled callees from the
+# cache instead of compiling them again.
+_CALLERS = (compiled_lbfgs, compiled_transfer)
 _ROUNDS = (((compiled_active_set,),
             tuple(load for load in COMPILED_KERNELS
-                  if load not in (compiled_lbfgs, compiled_active_set))),
-           ((compiled_lbfgs,),))
+                  if load not in (*_CALLERS, compiled_active_set))),
+           tuple((load,) for load in _CALLERS))
 
 
 def _load_kernels(kernels: tuple) -> None:

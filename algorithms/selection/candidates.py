@@ -13,6 +13,7 @@ Small k-means calls run under one thread (:mod:`algorithms.threads`).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -48,109 +49,65 @@ def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
     return km.labels_, km.cluster_centers_
 
 
-def lloyd_runs(X: np.ndarray, starts: list[np.ndarray], *, max_iter: int = 300,
-               tol: float = 1e-4) -> list[tuple[float, np.ndarray, np.ndarray]]:
-    """Lloyd's k-means iterations on dense ``X``, one run per array of ``starts`` (each
-    ``k x d``): a list of ``(inertia, labels, centres)``.
-
-    scikit-learn's stopping rule (squared centre shift <= ``tol`` times the mean feature
-    variance) in plain numpy, all runs advanced together: one distance product and one centre
-    product per iteration for every run, instead of one ``KMeans(n_init=1).fit`` call per run,
-    whose input validation and thread set-up dominate on a few hundred points. A run that has
-    converged keeps its centres. Distances are expanded about the data
-    mean (offset-safe, as :func:`algorithms.kernels.centred`). A cluster that empties keeps its
-    centre.
-    """
-    n_runs, k = len(starts), starts[0].shape[0]
-    mean = X.mean(axis=0)
-    X = X - mean
-    centres = np.concatenate([np.asarray(c, dtype=np.float64) for c in starts]) - mean
-    threshold = tol * float(np.mean(X.var(axis=0)))
-    x_sq = np.einsum("ij,ij->i", X, X)
-    offsets = np.arange(n_runs) * k  # run r's clusters are columns r*k .. r*k+k-1
-
-    def assign(centres):
-        distances = x_sq[:, None] - 2.0 * X @ centres.T + np.einsum("ij,ij->i", centres, centres)
-        distances = distances.reshape(-1, n_runs, k)
-        return np.argmin(distances, axis=2), distances
-
-    rows = np.arange(X.shape[0])[:, None]
-    active = np.ones(n_runs, dtype=bool)
-    for _ in range(max_iter):
-        labels, _ = assign(centres)
-        members = np.zeros((X.shape[0], n_runs * k))
-        members[rows, labels + offsets] = 1.0
-        counts = members.sum(axis=0)
-        sums = members.T @ X
-        moved = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], centres)
-        moved[np.repeat(~active, k)] = centres[np.repeat(~active, k)]
-        shift = ((moved - centres) ** 2).sum(axis=1).reshape(n_runs, k).sum(axis=1)
-        centres = moved
-        active &= shift > threshold
-        if not active.any():
-            break
-    labels, distances = assign(centres)
-    own = np.take_along_axis(distances, labels[:, :, None], axis=2)[:, :, 0]
-    inertias = np.maximum(own, 0.0).sum(axis=0)
-    return [(float(inertias[r]), labels[:, r], centres[r * k:(r + 1) * k] + mean)
-            for r in range(n_runs)]
-
-
-def kmeans_plusplus_seeds(X: np.ndarray, n_clusters: int, rng: np.random.RandomState
-                          ) -> np.ndarray:
-    """Greedy k-means++ seeding (Arthur & Vassilvitskii 2007, with ``2 + log k`` candidates per
-    centre as :func:`sklearn.cluster.kmeans_plusplus`) in plain numpy for small dense data.
-    Distances are expanded (``|x|^2 + |y|^2 - 2 x.y``): pass centred data."""
-    n = X.shape[0]
-    trials = 2 + int(np.log(n_clusters))
-    x_sq = np.einsum("ij,ij->i", X, X)
-
-    def squared_distances_to(rows: np.ndarray) -> np.ndarray:
-        return np.maximum(x_sq[rows][:, None] + x_sq[None, :] - 2.0 * X[rows] @ X.T, 0.0)
-
-    first = rng.randint(n)
-    centres = [first]
-    closest = squared_distances_to(np.array([first]))[0]
-    for _ in range(1, n_clusters):
-        total = closest.sum()
-        if total <= 0:  # every point sits on a centre already
-            centres.append(rng.randint(n))
-            continue
-        picks = np.searchsorted(np.cumsum(closest), rng.uniform(size=trials) * total)
-        picks = np.minimum(picks, n - 1)
-        candidate = squared_distances_to(picks)
-        potentials = np.minimum(closest[None, :], candidate).sum(axis=1)
-        best = int(np.argmin(potentials))
-        centres.append(picks[best])
-        closest = np.minimum(closest, candidate[best])
-    return X[centres]
-
-
 def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=None,
-                random_state=None) -> list[tuple[float, np.ndarray, np.ndarray]]:
+                random_state=None, max_iter: int = 300, tol: float = 1e-4
+                ) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """``n_init`` Lloyd runs ``(inertia, labels, centres)``: from ``first_centres`` (if given)
-    and from k-means++ seeds for the rest (:func:`kmeans_plusplus_seeds` and :func:`lloyd_runs`
-    on dense data, scikit-learn's on CSR)."""
+    and from k-means++ seeds for the rest.
+
+    Dense data run the compiled loops of :mod:`algorithms.selection.kmeans_compiled` on the
+    centred data, with scikit-learn's stopping rule (squared centre shift at most ``tol`` times
+    the mean feature variance): on a few hundred points a ``KMeans(n_init=1).fit`` call costs
+    far more in input validation and thread set-up than in arithmetic. CSR data run
+    scikit-learn's Lloyd, which keeps them sparse.
+    """
     rng = check_random_state(random_state)
+    if sp.issparse(X):
+        return _sparse_kmeans_runs(X, n_clusters, n_init, first_centres, rng)
+    plusplus_seeds, lloyd = compiled_kmeans()
+    mean = X.mean(axis=0)
+    X = np.ascontiguousarray(X - mean, dtype=np.float64)
+    threshold = tol * float(np.mean(X.var(axis=0)))
+    trials = 2 + int(np.log(n_clusters))  # candidates per centre, as scikit-learn's
+    runs = []
+    for run in range(n_init):
+        if run == 0 and first_centres is not None:
+            centres = np.array(first_centres, dtype=np.float64) - mean
+        else:
+            centres = np.empty((n_clusters, X.shape[1]))
+            first = rng.randint(X.shape[0])
+            plusplus_seeds(X, first, rng.uniform(size=(n_clusters - 1, trials)), centres)
+        labels = np.empty(X.shape[0], dtype=np.int64)
+        inertia = lloyd(X, centres, labels, max_iter, threshold)
+        runs.append((float(inertia), labels, centres + mean))
+    return runs
+
+
+def _sparse_kmeans_runs(X: sp.spmatrix, n_clusters: int, n_init: int, first_centres,
+                        rng: np.random.RandomState) -> list[tuple[float, np.ndarray, np.ndarray]]:
+    """:func:`kmeans_runs` on CSR data, by scikit-learn's k-means++ and Lloyd."""
+    runs = []
     with small_problem_threads():
-        if not sp.issparse(X):
-            # Seeds on the centred data: the expanded distances stay exact at any offset.
-            mean = X.mean(axis=0)
-            centred_X = X - mean
-            starts = [first_centres] if first_centres is not None else []
-            starts += [kmeans_plusplus_seeds(centred_X, n_clusters, rng) + mean
-                       for _ in range(n_init - len(starts))]
-            return lloyd_runs(X, starts)
-        runs = []
         for run in range(n_init):
             if run == 0 and first_centres is not None:
                 centres = first_centres
             else:
                 centres, _ = kmeans_plusplus(X, n_clusters, random_state=rng.randint(2**31 - 1))
-            # scikit-learn's Lloyd keeps CSR data sparse
             km = KMeans(n_clusters=n_clusters, init=centres, n_init=1).fit(X)
             runs.append((km.inertia_, km.labels_, km.cluster_centers_))
     return runs
+
+
+@functools.cache
+def compiled_kmeans():
+    """The compiled k-means++ seeding and Lloyd loop, loaded on first use (numba imported then:
+    the API process, which never fits, does not pay its import)."""
+    from algorithms.selection.kmeans_compiled import lloyd, plusplus_seeds
+
+    X, centres = np.array([[0.0], [1.0]]), np.empty((2, 1))
+    plusplus_seeds(X, 0, np.full((1, 2), 0.5), centres)
+    lloyd(X, centres, np.empty(2, dtype=np.int64), 1, 0.0)
+    return plusplus_seeds, lloyd
 
 
 def kmeans_partitions(X, n_clusters: int, *, n_init: int = 10, n_partitions: int,

@@ -25,11 +25,11 @@ points per half estimate it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import centred, local_scaling_gamma, pairwise_kernel
@@ -39,7 +39,6 @@ from algorithms.selection.candidates import (
     kmeans_runs,
     knn_spectral_embedding,
 )
-from algorithms.threads import small_problem_threads
 
 # Splits averaged: the strength of a k varies with the draw of the halves, and near the
 # threshold the choice with it; each split costs one embedding per half and an SVM per k.
@@ -52,6 +51,8 @@ SAMPLE_SIZE = 1000
 FEWEST_POINTS = 8
 # The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
 TRANSFER_C = 10.0
+# Its KKT tolerance: scikit-learn's and libsvm's default.
+TRANSFER_TOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,23 @@ def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
 
 
 def _transfer(K_train: np.ndarray, labels: np.ndarray, K_test: np.ndarray) -> np.ndarray:
-    """Labels of the test points by the SVM trained on ``labels`` over the kernel ``K_train``
-    (``K_test``: test rows against training points); one cluster: that cluster."""
-    if np.unique(labels).size < 2:
+    """Labels of the test points by the one-vs-one SVM trained on ``labels`` over the kernel
+    ``K_train`` (``K_test``: test rows against training points); one cluster: that cluster."""
+    clusters, codes = np.unique(labels, return_inverse=True)
+    if clusters.size < 2:
         return np.full(K_test.shape[0], labels[0])
-    with small_problem_threads():
-        return SVC(C=TRANSFER_C, kernel="precomputed").fit(K_train, labels).predict(K_test)
+    predicted = np.empty(K_test.shape[0], dtype=np.int64)
+    compiled_transfer()(K_train, codes.astype(np.int64), clusters.size, K_test, TRANSFER_C,
+                        TRANSFER_TOL, predicted)
+    return clusters[predicted]
+
+
+@functools.cache
+def compiled_transfer():
+    """The compiled one-vs-one SVM (:mod:`algorithms.selection.transfer_compiled`), loaded on
+    first use (numba imported then)."""
+    from algorithms.selection.transfer_compiled import one_vs_one_predict
+
+    K, classes = np.eye(2), np.array([0, 1])
+    one_vs_one_predict(K, classes, 2, K, TRANSFER_C, TRANSFER_TOL, np.empty(2, dtype=np.int64))
+    return one_vs_one_predict
