@@ -112,6 +112,30 @@ def test_kmeans_runs_are_scikit_learns_lloyd_from_the_same_starts():
     assert sorted(np.bincount(best[1])) == [30, 30, 30]
 
 
+def test_width_and_knn_graph_of_a_distance_matrix_are_those_of_the_points():
+    from sklearn.neighbors import kneighbors_graph
+
+    from algorithms.kernels import (
+        local_scaling_gamma,
+        local_scaling_gamma_of_distances,
+        squared_distances,
+    )
+    from algorithms.selection.candidates import knn_graph_of_distances
+
+    rng = np.random.RandomState(5)
+    X = np.vstack([rng.randn(40, 3), rng.randn(40, 3) * 0.2 + 4.0]) + 1e6
+    D = squared_distances(X)
+    assert local_scaling_gamma_of_distances(D) == pytest.approx(local_scaling_gamma(X),
+                                                                rel=1e-9)
+    graph = knn_graph_of_distances(D, 10)
+    reference = kneighbors_graph(X - X.mean(axis=0), n_neighbors=10, include_self=True)
+    assert (graph != reference).nnz == 0 and graph.sum() == 80 * 10
+    # A point with more copies than neighbours everywhere: the width of the distinct points.
+    copies = np.repeat(np.array([[0.0], [1.0], [3.0]]), 9, axis=0)
+    assert local_scaling_gamma_of_distances(squared_distances(copies)) == pytest.approx(
+        local_scaling_gamma(copies))
+
+
 def test_spectral_partition_above_its_sample_size_extends_a_sample_to_every_point():
     # 12,000 noisy moons: the kNN graph of 5,000 of them, each point joining its nearest
     # sampled point, separates the moons (k-means cuts both, ARI 0.25).

@@ -224,9 +224,28 @@ def knn_spectral_embedding(X: np.ndarray | sp.spmatrix, n_components: int, n_nei
                            rng: np.random.RandomState) -> np.ndarray:
     """The leading ``n_components`` vectors of the normalized-Laplacian embedding of
     ``0.5 (A + A^T)``, ``A`` the kNN connectivity of ``X`` (each point its own neighbour)."""
-    with warnings.catch_warnings(), small_problem_threads():
+    with small_problem_threads():
         graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1),
                                  include_self=True)
+    return graph_spectral_embedding(graph, n_components, rng)
+
+
+def knn_graph_of_distances(D: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
+    """The kNN connectivity ``A`` of :func:`knn_spectral_embedding` from the points' squared
+    distances ``D`` (``n x n``, zero diagonal): row i marks the ``n_neighbors`` points nearest
+    to i, i itself among them (among equally near points, any)."""
+    n = D.shape[0]
+    n_neighbors = min(n_neighbors, n - 1)
+    nearest = np.argpartition(D, n_neighbors - 1, axis=1)[:, :n_neighbors]
+    rows = np.repeat(np.arange(n), n_neighbors)
+    return sp.csr_matrix((np.ones(rows.size), (rows, nearest.ravel())), shape=(n, n))
+
+
+def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
+                             rng: np.random.RandomState) -> np.ndarray:
+    """The leading ``n_components`` vectors of the normalized-Laplacian embedding of the
+    symmetrized kNN connectivity ``0.5 (graph + graph^T)``."""
+    with warnings.catch_warnings(), small_problem_threads():
         # Well-separated clusters leave a disconnected graph; the embedding of its components'
         # indicators is then the partition wanted, so the warning says nothing.
         warnings.filterwarnings("ignore", message="Graph is not fully connected")

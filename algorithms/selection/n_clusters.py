@@ -32,12 +32,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from algorithms.kernels import centred, local_scaling_gamma, pairwise_kernel
+from algorithms.kernels import centred, local_scaling_gamma_of_distances, squared_distances
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import (
     SPECTRAL_NEIGHBORS,
+    graph_spectral_embedding,
     kmeans_runs,
-    knn_spectral_embedding,
+    knn_graph_of_distances,
 )
 
 # Splits averaged: the strength of a k varies with the draw of the halves, and near the
@@ -86,15 +87,19 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
         return NClustersChoice(2, {}, clear=False)
     ks = range(2, largest_k_considered(n, max_clusters) + 1)
     totals = dict.fromkeys(ks, 0.0)
+    # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
+    # the training half's width and the transfer SVM's kernels.
+    D = squared_distances(X)
     for _ in range(N_SPLITS):
         order = rng.permutation(n)
-        X_train, X_test = X[np.sort(order[: n // 2])], X[np.sort(order[n // 2:])]
-        train_parts = _spectral_partitions(X_train, ks, rng)
-        test_parts = _spectral_partitions(X_test, ks, rng)
+        train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+        D_train = D[np.ix_(train, train)]
+        train_parts = _spectral_partitions(D_train, ks, rng)
+        test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng)
         # One RBF kernel per split serves the SVM of every k.
-        gamma = local_scaling_gamma(X_train)
-        K_train = pairwise_kernel(X_train, gamma=gamma)
-        K_test = pairwise_kernel(X_test, X_train, gamma=gamma)
+        gamma = local_scaling_gamma_of_distances(D_train)
+        K_train = np.exp(-gamma * D_train)
+        K_test = np.exp(-gamma * D[np.ix_(test, train)])
         for k in ks:
             predicted = _transfer(K_train, train_parts[k], K_test)
             totals[k] += prediction_strength(predicted, test_parts[k]) / N_SPLITS
@@ -120,12 +125,13 @@ def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
     return min(shares, default=0.0)
 
 
-def _spectral_partitions(X: np.ndarray | sp.spmatrix, ks: range,
+def _spectral_partitions(D: np.ndarray, ks: range,
                          rng: np.random.RandomState) -> dict[int, np.ndarray]:
-    """The spectral partition of the kNN graph for every k of ``ks``: k-means on the leading k
-    vectors of one embedding (the construction of
-    :func:`~algorithms.selection.candidates.spectral_partition`)."""
-    embedding = knn_spectral_embedding(X, max(ks), SPECTRAL_NEIGHBORS, rng)
+    """The spectral partition of the kNN graph, for every k of ``ks``, of the points whose
+    squared distances are ``D``: k-means on the leading k vectors of one embedding (the
+    construction of :func:`~algorithms.selection.candidates.spectral_partition`)."""
+    graph = knn_graph_of_distances(D, SPECTRAL_NEIGHBORS)
+    embedding = graph_spectral_embedding(graph, max(ks), rng)
     partitions = {}
     for k in ks:  # the best of KMEANS_INIT runs of Lloyd's iterations, as scikit-learn's n_init
         runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
