@@ -46,6 +46,22 @@ def test_uniform_noise_reaches_no_clear_k(seed):
     assert max(choice.strengths.values()) < 0.8
 
 
+def test_splits_are_drawn_until_every_strength_is_settled_about_the_threshold():
+    from algorithms.selection.n_clusters import MAX_SPLITS, MIN_SPLITS, _settled
+
+    assert _settled([[1.0, 1.0, 1.0, 1.0], [0.2, 0.3, 0.25, 0.2]])
+    assert not _settled([[1.0, 1.0, 1.0, 1.0], [0.7, 0.9, 0.75, 0.85]])  # k = 3 straddles 0.8
+    # Clusters separated by wide gaps (and uniform noise) have strengths far from the threshold
+    # from the first splits; overlapping blobs whose two-way strength is near it need more.
+    clear = choose_n_clusters(separated_blobs(3)[0], 12, random_state=0)
+    noise = choose_n_clusters(np.random.RandomState(0).uniform(size=(300, 2)), 12,
+                              random_state=0)
+    near = choose_n_clusters(make_blobs(300, centers=3, cluster_std=1.5, random_state=0)[0], 12,
+                             random_state=0)
+    assert clear.n_splits == noise.n_splits == MIN_SPLITS
+    assert abs(near.strengths[2] - 0.8) < 0.05 and MIN_SPLITS < near.n_splits <= MAX_SPLITS
+
+
 def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
     X, _ = separated_blobs(6)
     assert choose_n_clusters(X, 4, random_state=0).n_clusters <= 4

@@ -7,9 +7,15 @@ and Walther 2005, "Cluster validation by prediction strength", eq. (2.1)) measur
 points at random into halves A and B and partition each into k clusters; a classifier trained on
 A's partition labels B; for each cluster of B's own partition, the share of its pairs of points
 that the classifier puts in one cluster. The strength of k is the weakest cluster's share,
-averaged over ``N_SPLITS`` random splits. The classifier here is the max-margin one the methods
-themselves use out of sample (an RBF SVM at the shared data-adaptive width), so a k is kept when
-its clusters are separated by a margin that carries over to unseen points.
+averaged over random splits. The classifier here is the max-margin one the methods themselves
+use out of sample (an RBF SVM at the shared data-adaptive width), so a k is kept when its
+clusters are separated by a margin that carries over to unseen points.
+
+The average over splits is a Monte Carlo estimate, and the choice compares it with a threshold:
+splits are drawn until every k's mean strength lies at least ``SETTLED_Z`` standard errors from
+``STRENGTH_THRESHOLD`` (each k on a known side of it), from ``MIN_SPLITS`` to ``MAX_SPLITS``.
+Data with clear structure is settled after a few splits; data near the threshold gets more, so
+that the answer depends less on ``random_state`` where the draw of the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -41,9 +47,13 @@ from algorithms.selection.candidates import (
     knn_graph_of_distances,
 )
 
-# Splits averaged: the strength of a k varies with the draw of the halves, and near the
-# threshold the choice with it; each split costs one embedding per half and an SVM per k.
-N_SPLITS = 6
+# Splits averaged: at least MIN_SPLITS (three degrees of freedom for a standard error), at most
+# MAX_SPLITS; in between, until each k's mean strength is SETTLED_Z standard errors from the
+# threshold (a two-sided 95 % normal interval). Each split costs one embedding per half and an
+# SVM per k.
+MIN_SPLITS = 4
+MAX_SPLITS = 16
+SETTLED_Z = 2.0
 # Lloyd runs per k on an embedding, the best kept: few are needed, since every split draws the
 # partition again and the strengths are averaged over the splits.
 KMEANS_INIT = 3
@@ -58,12 +68,13 @@ TRANSFER_TOL = 1e-3
 
 @dataclass(frozen=True)
 class NClustersChoice:
-    """The chosen k, the prediction strength of every k considered, and whether some k reached
-    ``STRENGTH_THRESHOLD``."""
+    """The chosen k, the prediction strength of every k considered, whether some k reached
+    ``STRENGTH_THRESHOLD``, and the number of random splits the strengths average."""
 
     n_clusters: int
     strengths: dict[int, float]
     clear: bool
+    n_splits: int = 0
 
 
 def largest_k_considered(n_samples: int, max_clusters: int) -> int:
@@ -86,28 +97,50 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     if n < FEWEST_POINTS:  # too few to split in halves of two points per cluster: no choice
         return NClustersChoice(2, {}, clear=False)
     ks = range(2, largest_k_considered(n, max_clusters) + 1)
-    totals = dict.fromkeys(ks, 0.0)
+    per_split: dict[int, list[float]] = {k: [] for k in ks}
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
     D = squared_distances(X)
-    for _ in range(N_SPLITS):
-        order = rng.permutation(n)
-        train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
-        D_train = D[np.ix_(train, train)]
-        train_parts = _spectral_partitions(D_train, ks, rng)
-        test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng)
-        # One RBF kernel per split serves the SVM of every k.
-        gamma = local_scaling_gamma_of_distances(D_train)
-        K_train = np.exp(-gamma * D_train)
-        K_test = np.exp(-gamma * D[np.ix_(test, train)])
-        for k in ks:
-            predicted = _transfer(K_train, train_parts[k], K_test)
-            totals[k] += prediction_strength(predicted, test_parts[k]) / N_SPLITS
-    strengths = {k: round(value, 6) for k, value in totals.items()}
+    while len(per_split[2]) < MAX_SPLITS:
+        for k, strength in _split_strengths(D, ks, rng).items():
+            per_split[k].append(strength)
+        if len(per_split[2]) >= MIN_SPLITS and _settled(per_split.values()):
+            break
+    strengths = {k: round(float(np.mean(values)), 6) for k, values in per_split.items()}
+    n_splits = len(per_split[2])
     strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
     if strong:
-        return NClustersChoice(max(strong), strengths, clear=True)
-    return NClustersChoice(max(strengths, key=strengths.__getitem__), strengths, clear=False)
+        return NClustersChoice(max(strong), strengths, clear=True, n_splits=n_splits)
+    return NClustersChoice(max(strengths, key=strengths.__getitem__), strengths, clear=False,
+                           n_splits=n_splits)
+
+
+def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState) -> dict[int, float]:
+    """The prediction strength of every k of ``ks`` on one random split into halves of the
+    points whose squared distances are ``D``."""
+    n = D.shape[0]
+    order = rng.permutation(n)
+    train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
+    D_train = D[np.ix_(train, train)]
+    train_parts = _spectral_partitions(D_train, ks, rng)
+    test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng)
+    # One RBF kernel serves the SVM of every k.
+    gamma = local_scaling_gamma_of_distances(D_train)
+    K_train = np.exp(-gamma * D_train)
+    K_test = np.exp(-gamma * D[np.ix_(test, train)])
+    return {k: prediction_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
+            for k in ks}
+
+
+def _settled(per_split) -> bool:
+    """Whether every k's mean strength lies ``SETTLED_Z`` standard errors or more from
+    ``STRENGTH_THRESHOLD``."""
+    for values in per_split:
+        values = np.asarray(values)
+        standard_error = values.std(ddof=1) / np.sqrt(values.size)
+        if abs(values.mean() - STRENGTH_THRESHOLD) < SETTLED_Z * standard_error:
+            return False
+    return True
 
 
 def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
