@@ -62,6 +62,16 @@ def test_splits_are_drawn_until_every_strength_is_settled_about_the_threshold():
     assert abs(near.strengths[2] - 0.8) < 0.05 and MIN_SPLITS < near.n_splits <= MAX_SPLITS
 
 
+def test_sparse_data_get_the_choice_of_their_dense_form():
+    import scipy.sparse as sp
+
+    X, _ = separated_blobs(3)
+    X = X - X.min(axis=0)  # non-negative, as term counts: CSR rows are not centred
+    dense = choose_n_clusters(X, 12, random_state=0)
+    sparse = choose_n_clusters(sp.csr_matrix(X), 12, random_state=0)
+    assert sparse.n_clusters == dense.n_clusters == 3 and sparse.clear
+
+
 def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
     X, _ = separated_blobs(6)
     assert choose_n_clusters(X, 4, random_state=0).n_clusters <= 4
