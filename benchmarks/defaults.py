@@ -3,7 +3,9 @@
 Run: ``python -m benchmarks.defaults [--algorithms itersvr cpm3c svc] [--heldout | --sweep]``;
 ``--at-scale 1000000`` prints ARI, seconds and peak memory on larger data (``large_sets``), each
 fit in its own process, beside k-means and MiniBatchKMeans;
-``--grid 500 2000`` the same on data with repeated rows (``grid_sets``).
+``--grid 500 2000`` the same on data with repeated rows (``grid_sets``);
+``--auto [--heldout]`` each algorithm with ``n_clusters="auto"``, and ``--auto-seeds 0 1 2 3 4``
+the choice alone at several random states (``auto_seed_table``).
 
 A user of the service sends data and ``n_clusters``. This script runs every clustering algorithm
 of the registry that way beside scikit-learn's KMeans(n_init=10),
@@ -504,6 +506,43 @@ def auto_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0) 
     return "\n".join(lines)
 
 
+def auto_seed_table(groups: dict[str, list[ClusteringSet]], seeds: list[int]) -> str:
+    """The choice of ``n_clusters="auto"`` alone (the selection layer every method calls) at each
+    of ``seeds``: per set the k chosen at each random state and the random splits it averaged;
+    per group of sets, at each random state, spectral clustering's mean ARI given the chosen k
+    and the true k found; and the share of choices that agree with their set's most frequent k
+    (how much the answer depends on ``random_state``)."""
+    from algorithms.selection.n_clusters import choose_n_clusters
+
+    spectral = scikit_learn_peers()["spectral"]
+    lines = ["| set | n | k | " + " | ".join(f"k, splits at {seed}" for seed in seeds) + " |",
+             "|---|---|---|" + "---|" * len(seeds)]
+    summary_lines, agreeing, total = [], 0, 0
+    for group, sets in groups.items():
+        ari = {seed: [] for seed in seeds}
+        found = dict.fromkeys(seeds, 0)
+        for data in sets:
+            choices = {seed: choose_n_clusters(data.X, 12, random_state=seed) for seed in seeds}
+            ks = [choice.n_clusters for choice in choices.values()]
+            agreeing += max(ks.count(k) for k in ks)
+            total += len(ks)
+            for seed, choice in choices.items():
+                ari[seed].append(adjusted_rand_score(
+                    data.y, spectral(data.X, choice.n_clusters, 0)))
+                found[seed] += choice.n_clusters == data.n_clusters
+            lines.append(f"| {data.name} | {data.X.shape[0]} | {data.n_clusters} | " + " | ".join(
+                f"{choice.n_clusters}, {choice.n_splits}" for choice in choices.values()) + " |")
+        means = [float(np.mean(ari[seed])) for seed in seeds]
+        summary_lines.append(
+            f"- {group}: spectral ARI at the chosen k "
+            + ", ".join(f"{value:.3f}" for value in means)
+            + f" (mean {np.mean(means):.3f}); true k on "
+            + ", ".join(str(found[seed]) for seed in seeds) + f" of {len(sets)}")
+    summary_lines.append(f"- choices that agree with their set's most frequent k: {agreeing} of "
+                         f"{total} ({agreeing / total:.0%})")
+    return "\n".join([*lines, "", *summary_lines])
+
+
 def peer_clusterer(name: str) -> Clusterer:
     """A scikit-learn peer by name: those of :func:`scikit_learn_peers` and MiniBatchKMeans."""
     if name == "minibatch k-means":
@@ -554,6 +593,9 @@ def main() -> None:
                         help="instead: k hidden, each algorithm with n_clusters='auto' beside "
                         "HDBSCAN, silhouette-chosen spectral and spectral given the true k "
                         "(auto_suite), on the public sets (or --heldout, --sweep)")
+    parser.add_argument("--auto-seeds", nargs="+", type=int, metavar="SEED",
+                        help="instead: the choice of n_clusters='auto' alone at these random "
+                        "states on the public and held-out sets (auto_seed_table)")
     docs_pages.add_write_docs_option(parser)
     args = parser.parse_args()
     # The algorithms' warnings (a schedule that overshot, a solver near its tolerance) are part of
@@ -579,6 +621,11 @@ def main() -> None:
         with docs_pages.record(args.write_docs, page, "defaults-many-clusters", module):
             at_scale(algorithms, args.many_clusters, seed=args.seed,
                      make_sets=many_cluster_sets, peers=("k-means", "spectral"))
+        return
+    if args.auto_seeds:
+        with docs_pages.record(args.write_docs, page, "auto-seeds", module):
+            print(auto_seed_table({"public": public_sets(), "held-out": heldout_sets()},
+                                  args.auto_seeds))
         return
     region = "defaults-heldout" if args.heldout else "defaults-sweep" if args.sweep else (
         "defaults-public")
