@@ -72,6 +72,17 @@ def test_sparse_data_get_the_choice_of_their_dense_form():
     assert sparse.n_clusters == dense.n_clusters == 3 and sparse.clear
 
 
+def test_the_choice_does_not_move_with_a_shift_of_the_data():
+    # Digit pixels are integers: many pairs of points are equally far apart, and which of them
+    # is a neighbour must not depend on the round-off that a shift of the data changes.
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X[np.isin(y, (0, 1, 2))][::2]
+    choices = [choose_n_clusters(Z, 12, random_state=0) for Z in (X, X - X.mean(axis=0), X + 100)]
+    assert all(choice.strengths == choices[0].strengths for choice in choices)
+
+
 def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
     X, _ = separated_blobs(6)
     assert choose_n_clusters(X, 4, random_state=0).n_clusters <= 4

@@ -38,6 +38,11 @@ SPECTRAL_PROTOTYPES = 1000
 # and every point takes its nearest centre: the pool's n_init Lloyd runs over all n points would
 # cost more than the method they start, and a sample of this size places k centres as well.
 KMEANS_SAMPLE_SIZE = 10_000
+# Squared distances that agree to this many decimals of the largest are taken as equal when
+# neighbours are ranked (knn_graph_of_distances): the round-off of the expansion in
+# algorithms.kernels.squared_distances is about 1e-15 of the largest; structure finer than
+# 1e-5 of the data's diameter is not seen.
+TIE_DIGITS = 10
 
 
 def kmeans_labels(X, n_clusters: int, *, init="k-means++", n_init: int = 10,
@@ -233,10 +238,17 @@ def knn_spectral_embedding(X: np.ndarray | sp.spmatrix, n_components: int, n_nei
 def knn_graph_of_distances(D: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
     """The kNN connectivity ``A`` of :func:`knn_spectral_embedding` from the points' squared
     distances ``D`` (``n x n``, zero diagonal): row i marks the ``n_neighbors`` points nearest
-    to i, i itself among them (among equally near points, any)."""
+    to i, i itself among them.
+
+    Distances equal to ``TIE_DIGITS`` significant digits of the largest are ties, and a tie
+    goes to the point of lower index: on data with repeated distances (integer pixels, rounded
+    measurements) round-off would otherwise decide which of equally near points is a neighbour,
+    and a shift of the data, which changes the round-off, would change the graph."""
     n = D.shape[0]
     n_neighbors = min(n_neighbors, n - 1)
-    nearest = np.argpartition(D, n_neighbors - 1, axis=1)[:, :n_neighbors]
+    scale = float(D.max())
+    rounded = np.round(D / scale, TIE_DIGITS) if scale > 0 else D
+    nearest = np.argsort(rounded, axis=1, kind="stable")[:, :n_neighbors]
     rows = np.repeat(np.arange(n), n_neighbors)
     return sp.csr_matrix((np.ones(rows.size), (rows, nearest.ravel())), shape=(n, n))
 
