@@ -512,6 +512,7 @@ def auto_seed_table(groups: dict[str, list[ClusteringSet]], seeds: list[int]) ->
     per group of sets, at each random state, spectral clustering's mean ARI given the chosen k
     and the true k found; and the share of choices that agree with their set's most frequent k
     (how much the answer depends on ``random_state``)."""
+    from algorithms.params.common import DEFAULT_MAX_CLUSTERS
     from algorithms.selection.n_clusters import choose_n_clusters
 
     spectral = scikit_learn_peers()["spectral"]
@@ -522,7 +523,8 @@ def auto_seed_table(groups: dict[str, list[ClusteringSet]], seeds: list[int]) ->
         ari = {seed: [] for seed in seeds}
         found = dict.fromkeys(seeds, 0)
         for data in sets:
-            choices = {seed: choose_n_clusters(data.X, 12, random_state=seed) for seed in seeds}
+            choices = {seed: choose_n_clusters(data.X, DEFAULT_MAX_CLUSTERS,
+                                                random_state=seed) for seed in seeds}
             ks = [choice.n_clusters for choice in choices.values()]
             agreeing += max(ks.count(k) for k in ks)
             total += len(ks)

@@ -240,8 +240,8 @@ def knn_graph_of_distances(D: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
     distances ``D`` (``n x n``, zero diagonal): row i marks the ``n_neighbors`` points nearest
     to i, i itself among them.
 
-    Distances equal to ``TIE_DIGITS`` significant digits of the largest are ties, and a tie
-    goes to the point of lower index: on data with repeated distances (integer pixels, rounded
+    Distances that agree to ``TIE_DIGITS`` decimals of the largest are ties, and a tie goes to
+    the point of lower index: on data with repeated distances (integer pixels, rounded
     measurements) round-off would otherwise decide which of equally near points is a neighbour,
     and a shift of the data, which changes the round-off, would change the graph."""
     n = D.shape[0]

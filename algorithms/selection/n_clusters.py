@@ -101,13 +101,12 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
     D = squared_distances(X)
-    while len(per_split[2]) < MAX_SPLITS:
+    for n_splits in range(1, MAX_SPLITS + 1):
         for k, strength in _split_strengths(D, ks, rng).items():
             per_split[k].append(strength)
-        if len(per_split[2]) >= MIN_SPLITS and _settled(per_split.values()):
+        if n_splits >= MIN_SPLITS and _settled(per_split.values()):
             break
     strengths = {k: round(float(np.mean(values)), 6) for k, values in per_split.items()}
-    n_splits = len(per_split[2])
     strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
     if strong:
         return NClustersChoice(max(strong), strengths, clear=True, n_splits=n_splits)
