@@ -89,6 +89,29 @@ def test_max_clusters_bounds_the_choice_and_small_data_tries_fewer():
     assert max(choose_n_clusters(X[:20], 12, random_state=0).strengths) == 5  # 20 // 4
 
 
+@pytest.mark.parametrize("rows", [2, 3])
+def test_copies_of_a_few_rows_give_one_cluster_per_row_and_the_methods_fit(rows):
+    # Identical points share a cluster, so k stops at the number of distinct rows; a half's
+    # cluster holding part of a row's copies would be predicted whole, and its strength 1 would
+    # have sent k past the rows the methods can separate.
+    X = np.repeat(8.0 * np.eye(3)[:rows, :2], 15, axis=0)
+    y = np.repeat(np.arange(rows), 15)
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert choice.n_clusters == rows and choice.clear and max(choice.strengths) == rows
+    estimator = get_spec("itersvr").build({"n_clusters": "auto", "random_state": 0}).fit(X)
+    assert adjusted_rand_score(y, estimator.labels_) == 1.0  # one cluster for all scores 0
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_blobs_rounded_to_a_grid_give_their_number(k):
+    # Rounded to steps of 2 (a unit spread), each blob is a few dozen distinct rows repeated up
+    # to 60 times: counts, ratings and rounded measurements look like this.
+    X, _ = make_blobs(300, centers=k, cluster_std=1.0, center_box=(-12, 12), random_state=1)
+    X = np.round(X / 2.0) * 2.0
+    assert np.unique(X, axis=0, return_counts=True)[1].max() >= 10
+    assert choose_n_clusters(X, 12, random_state=0).n_clusters == k
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 7])
 def test_too_few_points_to_split_get_two_clusters_unscored(n):
     X = np.random.RandomState(0).randn(n, 2)

@@ -24,6 +24,13 @@ recommended threshold (section 3: 0.8 to 0.9). On data with no cluster structure
 it; "auto" still answers a k >= 2 (the methods partition into two clusters or more), the one of
 highest strength, and says the choice is not clear (``NClustersChoice.clear``).
 
+Identical rows belong to one cluster (every method gives copies one label), so a partition into
+k clusters needs k distinct rows: k goes up to the number of distinct rows. Where a row repeats
+as often as the kNN graph's neighbour count (data on a grid: counts, ratings, rounded
+measurements), each half is partitioned over its distinct rows and every copy takes its row's
+cluster, as the methods' own spectral partition does: a half's cluster that held part of a row's
+copies would be predicted whole by any classifier, and its strength would say nothing.
+
 Above ``SAMPLE_SIZE`` points the choice is made on a uniform random sample of that size: the
 strength of a k is a property of the distribution the points come from, and a few hundred
 points per half estimate it.
@@ -38,7 +45,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from algorithms.kernels import centred, local_scaling_gamma_of_distances, squared_distances
+from algorithms.kernels import (
+    centred,
+    distinct_rows,
+    local_scaling_gamma_of_distances,
+    squared_distances,
+)
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import (
     SPECTRAL_NEIGHBORS,
@@ -94,15 +106,20 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     if n > SAMPLE_SIZE:
         X = X[np.sort(rng.choice(n, SAMPLE_SIZE, replace=False))]
         n = SAMPLE_SIZE
-    if n < FEWEST_POINTS:  # too few to split in halves of two points per cluster: no choice
+    _, copies_of = distinct_rows(X)
+    n_distinct = int(copies_of.max()) + 1
+    if n < FEWEST_POINTS or n_distinct < 2:  # too few points to split in halves: no choice
         return NClustersChoice(2, {}, clear=False)
-    ks = range(2, largest_k_considered(n, max_clusters) + 1)
+    ks = range(2, min(largest_k_considered(n, max_clusters), n_distinct) + 1)
+    # Copies are partitioned as one point where a row repeats as often as the graph's neighbour
+    # count (the rule of the methods' spectral partition, candidates._spectral_labels).
+    copies = copies_of if np.bincount(copies_of).max() >= SPECTRAL_NEIGHBORS else None
     per_split: dict[int, list[float]] = {k: [] for k in ks}
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
     D = squared_distances(X)
     for n_splits in range(1, MAX_SPLITS + 1):
-        for k, strength in _split_strengths(D, ks, rng).items():
+        for k, strength in _split_strengths(D, ks, rng, copies).items():
             per_split[k].append(strength)
         if n_splits >= MIN_SPLITS and _settled(per_split.values()):
             break
@@ -114,21 +131,29 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
                            n_splits=n_splits)
 
 
-def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState) -> dict[int, float]:
+def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState,
+                     copies: np.ndarray | None = None) -> dict[int, float]:
     """The prediction strength of every k of ``ks`` on one random split into halves of the
-    points whose squared distances are ``D``."""
+    points whose squared distances are ``D`` (``copies``: each point's distinct row, where
+    copies are partitioned as one point). A k for which a half has fewer distinct rows than
+    clusters scores 0 on this split."""
     n = D.shape[0]
     order = rng.permutation(n)
     train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
     D_train = D[np.ix_(train, train)]
-    train_parts = _spectral_partitions(D_train, ks, rng)
-    test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng)
+    train_parts = _spectral_partitions(D_train, ks, rng, _rows_of(copies, train))
+    test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng, _rows_of(copies, test))
     # One RBF kernel serves the SVM of every k.
     gamma = local_scaling_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
     return {k: prediction_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
-            for k in ks}
+            if k in train_parts and k in test_parts else 0.0 for k in ks}
+
+
+def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
+    """The distinct row of each point of ``half``, or None where copies are not grouped."""
+    return None if copies is None else copies[half]
 
 
 def _settled(per_split) -> bool:
@@ -157,15 +182,25 @@ def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
     return min(shares, default=0.0)
 
 
-def _spectral_partitions(D: np.ndarray, ks: range,
-                         rng: np.random.RandomState) -> dict[int, np.ndarray]:
-    """The spectral partition of the kNN graph, for every k of ``ks``, of the points whose
-    squared distances are ``D``: k-means on the leading k vectors of one embedding (the
-    construction of :func:`~algorithms.selection.candidates.spectral_partition`)."""
+def _spectral_partitions(D: np.ndarray, ks: range, rng: np.random.RandomState,
+                         copies: np.ndarray | None = None) -> dict[int, np.ndarray]:
+    """The spectral partition of the kNN graph, for every k of ``ks`` up to the number of
+    points, of the points whose squared distances are ``D``: k-means on the leading k vectors
+    of one embedding (the construction of
+    :func:`~algorithms.selection.candidates.spectral_partition`). With ``copies`` (each point's
+    distinct row), the partition of the distinct rows, every copy in its row's cluster."""
+    if copies is not None:
+        _, rows, row_of = np.unique(copies, return_index=True, return_inverse=True)
+        distinct = _spectral_partitions(D[np.ix_(rows, rows)], ks, rng)
+        return {k: labels[row_of] for k, labels in distinct.items()}
+    n = D.shape[0]
+    partitions = {n: np.arange(n)} if n in ks else {}  # a point per cluster
+    embedded = [k for k in ks if k < n]  # the eigensolver needs more points than vectors
+    if not embedded:
+        return partitions
     graph = knn_graph_of_distances(D, SPECTRAL_NEIGHBORS)
-    embedding = graph_spectral_embedding(graph, max(ks), rng)
-    partitions = {}
-    for k in ks:  # the best of KMEANS_INIT runs of Lloyd's iterations, as scikit-learn's n_init
+    embedding = graph_spectral_embedding(graph, max(embedded), rng)
+    for k in embedded:  # the best of KMEANS_INIT runs of Lloyd's iterations (scikit-learn's n_init)
         runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
         partitions[k] = min(runs, key=lambda run: run[0])[1]
     return partitions
