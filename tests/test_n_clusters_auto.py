@@ -102,6 +102,25 @@ def test_copies_of_a_few_rows_give_one_cluster_per_row_and_the_methods_fit(rows)
     assert adjusted_rand_score(y, estimator.labels_) == 1.0  # one cluster for all scores 0
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_blobs_with_many_more_features_than_points_give_their_number(seed):
+    # In 500 dimensions the points of a blob are all about equally far apart: an RBF SVM
+    # trained on a cut of a blob predicts one label for all of it, and unless a k counts only
+    # where the other half gets k clusters, a blob cut in two passes as two clusters (k = 4).
+    X, _ = make_blobs(150, n_features=500, centers=3, random_state=seed)
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert choice.n_clusters == 3 and choice.strengths[4] < 0.8
+
+
+def test_a_classifier_that_merges_the_other_halfs_clusters_reproduces_nothing():
+    from algorithms.selection.n_clusters import reproduced_strength
+
+    own = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    assert prediction_strength(np.zeros(8, dtype=int), own) == 1.0  # merging costs no pair
+    assert reproduced_strength(np.array([0, 0, 0, 1, 1, 1, 1, 1]), own) == 0.0
+    assert reproduced_strength(own + 4, own) == 1.0
+
+
 @pytest.mark.parametrize("k", [2, 3])
 def test_blobs_rounded_to_a_grid_give_their_number(k):
     # Rounded to steps of 2 (a unit spread), each blob is a few dozen distinct rows repeated up

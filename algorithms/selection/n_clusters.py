@@ -7,9 +7,11 @@ and Walther 2005, "Cluster validation by prediction strength", eq. (2.1)) measur
 points at random into halves A and B and partition each into k clusters; a classifier trained on
 A's partition labels B; for each cluster of B's own partition, the share of its pairs of points
 that the classifier puts in one cluster. The strength of k is the weakest cluster's share,
-averaged over random splits. The classifier here is the max-margin one the methods themselves
-use out of sample (an RBF SVM at the shared data-adaptive width), so a k is kept when its
-clusters are separated by a margin that carries over to unseen points.
+averaged over random splits. A split where the classifier gives B fewer than k clusters scores 0
+(:func:`reproduced_strength`): the shares do not see clusters merged. The classifier here is
+the max-margin one the methods themselves use out of sample (an RBF SVM at the shared
+data-adaptive width), so a k is kept when its clusters are separated by a margin that carries
+over to unseen points.
 
 The average over splits is a Monte Carlo estimate, and the choice compares it with a threshold:
 splits are drawn until every k's mean strength lies at least ``SETTLED_Z`` standard errors from
@@ -147,7 +149,7 @@ def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState,
     gamma = local_scaling_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
-    return {k: prediction_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
+    return {k: reproduced_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
             if k in train_parts and k in test_parts else 0.0 for k in ks}
 
 
@@ -165,6 +167,21 @@ def _settled(per_split) -> bool:
         if abs(values.mean() - STRENGTH_THRESHOLD) < SETTLED_Z * standard_error:
             return False
     return True
+
+
+def reproduced_strength(predicted: np.ndarray, own: np.ndarray) -> float:
+    """:func:`prediction_strength`, or 0 where ``predicted`` holds fewer clusters than ``own``.
+
+    Prediction strength counts, in each cluster of the test half's own partition, the pairs
+    that the classifier keeps together; a classifier that merges two of those clusters keeps
+    every pair. Where the classifier cannot carry a cut at all, each side of the test half's own
+    cut then scores 1: with many more features than points, the points of a Gaussian blob are
+    all about equally far apart, an RBF SVM trained on a cut of the blob predicts one label for
+    all of it, and a blob cut in two looked like two clusters. A partition into k clusters is
+    reproduced only where the classifier gives the other half k clusters."""
+    if np.unique(predicted).size < np.unique(own).size:
+        return 0.0
+    return prediction_strength(predicted, own)
 
 
 def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
