@@ -896,7 +896,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
     max_clusters : int, default=12
-        Largest k that ``n_clusters="auto"`` considers.
+        Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
+        coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
         "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of
         ``exp(-gamma ||x - x'||^2)``, the paper's route to nonlinear kernels (section 2.1);

@@ -477,7 +477,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
     max_clusters : int, default=12
-        Largest k that ``n_clusters="auto"`` considers.
+        Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
+        coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
     gamma : float or {"auto", "paper", "scale"}, default="auto"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,

@@ -753,7 +753,8 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), the target of the schedule.
     max_clusters : int, default=12
-        Largest k that ``n_clusters="auto"`` considers.
+        Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
+        coarser k (often 2): raise it when more clusters are possible.
     gamma : float or {"auto", "scale"}, default="auto"
         The paper's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
         ``q`` depends on the units of ``X``: the paper's Table 1 values apply to iris projected on

@@ -131,6 +131,14 @@ def test_blobs_rounded_to_a_grid_give_their_number(k):
     assert choose_n_clusters(X, 12, random_state=0).n_clusters == k
 
 
+def test_more_clusters_than_max_clusters_get_a_coarser_k_until_max_clusters_is_raised():
+    # The documented behaviour of max_clusters: no k up to 12 splits 15 blobs reproducibly
+    # except a coarse one, so the answer is coarse; with room for 15 it is 15.
+    X, _ = separated_blobs(15)
+    assert choose_n_clusters(X, 12, random_state=0).n_clusters < 12
+    assert choose_n_clusters(X, 20, random_state=0).n_clusters == 15
+
+
 @pytest.mark.parametrize("n", [2, 3, 5, 7])
 def test_too_few_points_to_split_get_two_clusters_unscored(n):
     X = np.random.RandomState(0).randn(n, 2)

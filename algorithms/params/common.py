@@ -75,7 +75,9 @@ NClustersAutoOrNone = Annotated[
     WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA, {"type": "null"}]}),
 ]
 MaxClusters = Annotated[
-    int, Field(ge=2, le=100, description="Largest k that n_clusters='auto' considers.")
+    int, Field(ge=2, le=100, description=(
+        "Largest k that n_clusters='auto' considers. Data with more clusters than this gets a "
+        "coarser k (often 2): raise it when more clusters are possible."))
 ]
 DEFAULT_MAX_CLUSTERS = 12
 KernelParam = Annotated[
