@@ -140,16 +140,15 @@ def local_scaling_gamma(
     return _local_scaling_width(distances, lambda: np.sqrt(squared_distances(X)))
 
 
-def local_scaling_gamma_of_distances(D: np.ndarray,
-                                     n_neighbors: int = LOCAL_SCALING_NEIGHBOR) -> float:
-    """:func:`local_scaling_gamma` of the points whose squared distances are ``D`` (``n x n``,
-    zero diagonal): the same width without a neighbour search, where the distances are at hand."""
-    rank = min(n_neighbors, D.shape[0] - 1)
-    if rank < 1:
-        raise ValueError("gamma='auto' needs at least two points")
-    # The rank-th smallest of a row, counting the point itself (distance 0) as the 0-th.
-    distances = np.sqrt(np.partition(D, rank, axis=1)[:, rank])
-    return _local_scaling_width(distances, lambda: np.sqrt(D))
+def scale_gamma_of_distances(D: np.ndarray) -> float:
+    """scikit-learn's ``gamma="scale"``, ``1 / (n_features * X.var())``, of the points whose
+    squared distances are ``D`` (``n x n``), taken about their mean: for centred ``X`` the mean
+    of ``D`` over all ordered pairs is ``2 * n_features * X.var()``. It depends on the spread of
+    all the points, not on the densest ones' neighbour distances (:func:`local_scaling_gamma`)."""
+    mean = float(D.mean())
+    if mean <= 0:
+        raise ValueError("gamma='scale' needs points that are not all identical")
+    return 2.0 / mean
 
 
 def _local_scaling_width(distances: np.ndarray, pairwise: Callable[[], np.ndarray]) -> float:

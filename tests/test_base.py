@@ -115,25 +115,20 @@ def test_kmeans_runs_are_scikit_learns_lloyd_from_the_same_starts():
 def test_width_and_knn_graph_of_a_distance_matrix_are_those_of_the_points():
     from sklearn.neighbors import kneighbors_graph
 
-    from algorithms.kernels import (
-        local_scaling_gamma,
-        local_scaling_gamma_of_distances,
-        squared_distances,
-    )
+    from algorithms.kernels import resolve_gamma, scale_gamma_of_distances, squared_distances
     from algorithms.selection.candidates import knn_graph_of_distances
 
     rng = np.random.RandomState(5)
     X = np.vstack([rng.randn(40, 3), rng.randn(40, 3) * 0.2 + 4.0]) + 1e6
     D = squared_distances(X)
-    assert local_scaling_gamma_of_distances(D) == pytest.approx(local_scaling_gamma(X),
-                                                                rel=1e-9)
+    # scikit-learn's "scale" of the centred points (its X.var() also counts the offset).
+    assert scale_gamma_of_distances(D) == pytest.approx(
+        resolve_gamma(X - X.mean(axis=0), "scale"), rel=1e-9)
     graph = knn_graph_of_distances(D, 10)
     reference = kneighbors_graph(X - X.mean(axis=0), n_neighbors=10, include_self=True)
     assert (graph != reference).nnz == 0 and graph.sum() == 80 * 10
-    # A point with more copies than neighbours everywhere: the width of the distinct points.
-    copies = np.repeat(np.array([[0.0], [1.0], [3.0]]), 9, axis=0)
-    assert local_scaling_gamma_of_distances(squared_distances(copies)) == pytest.approx(
-        local_scaling_gamma(copies))
+    with pytest.raises(ValueError, match="not all identical"):
+        scale_gamma_of_distances(np.zeros((3, 3)))
 
 
 def test_spectral_partition_above_its_sample_size_extends_a_sample_to_every_point():

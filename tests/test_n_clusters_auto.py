@@ -112,6 +112,21 @@ def test_blobs_with_many_more_features_than_points_give_their_number(seed):
     assert choice.n_clusters == 3 and choice.strengths[4] < 0.8
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_small_sparse_cluster_beside_large_ones_is_carried_to_the_other_half(seed):
+    # 30 points beside two blobs of 300: at a width set by the dense blobs' neighbour distances
+    # the transfer SVM gave the small blob's unseen points to a large one (k = 2).
+    X, _ = make_blobs([300, 300, 30], centers=[(0, 0), (10, 0), (0, 10)], random_state=seed)
+    assert choose_n_clusters(X, 12, random_state=0).n_clusters == 3
+
+
+def test_a_half_of_copies_of_one_row_holds_no_partition():
+    # 299 copies of one point and one other: some halves hold only the copies.
+    X = np.vstack([np.zeros((299, 2)), [[5.0, 5.0]]])
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert (choice.n_clusters, choice.clear) == (2, False)
+
+
 def test_a_classifier_that_merges_the_other_halfs_clusters_reproduces_nothing():
     from algorithms.selection.n_clusters import reproduced_strength
 

@@ -9,9 +9,9 @@ A's partition labels B; for each cluster of B's own partition, the share of its 
 that the classifier puts in one cluster. The strength of k is the weakest cluster's share,
 averaged over random splits. A split where the classifier gives B fewer than k clusters scores 0
 (:func:`reproduced_strength`): the shares do not see clusters merged. The classifier here is
-the max-margin one the methods themselves use out of sample (an RBF SVM at the shared
-data-adaptive width), so a k is kept when its clusters are separated by a margin that carries
-over to unseen points.
+a max-margin one, as the methods' out-of-sample models are: an RBF SVM (scikit-learn's
+one-vs-one ``SVC`` at its default width), so a k is kept when its clusters are separated by a
+margin that carries over to unseen points.
 
 The average over splits is a Monte Carlo estimate, and the choice compares it with a threshold:
 splits are drawn until every k's mean strength lies at least ``SETTLED_Z`` standard errors from
@@ -47,12 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
-from algorithms.kernels import (
-    centred,
-    distinct_rows,
-    local_scaling_gamma_of_distances,
-    squared_distances,
-)
+from algorithms.kernels import centred, distinct_rows, scale_gamma_of_distances, squared_distances
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import (
     SPECTRAL_NEIGHBORS,
@@ -142,11 +137,17 @@ def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState,
     n = D.shape[0]
     order = rng.permutation(n)
     train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
-    D_train = D[np.ix_(train, train)]
+    D_train, D_test = D[np.ix_(train, train)], D[np.ix_(test, test)]
+    if not D_train.any() or not D_test.any():  # a half of copies of one row: no partition
+        return dict.fromkeys(ks, 0.0)
     train_parts = _spectral_partitions(D_train, ks, rng, _rows_of(copies, train))
-    test_parts = _spectral_partitions(D[np.ix_(test, test)], ks, rng, _rows_of(copies, test))
-    # One RBF kernel serves the SVM of every k.
-    gamma = local_scaling_gamma_of_distances(D_train)
+    test_parts = _spectral_partitions(D_test, ks, rng, _rows_of(copies, test))
+    # One RBF kernel serves the SVM of every k, at scikit-learn's SVC default width (set by the
+    # spread of all the training half's points). At the methods' local width, set by the densest
+    # clusters' neighbour distances, a sparse cluster's unseen points have kernel values near 0
+    # to every training point, the decision falls to the SVM's bias (the larger clusters), and a
+    # cluster of a few dozen points beside clusters of hundreds was never carried over.
+    gamma = scale_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
     return {k: reproduced_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
