@@ -22,9 +22,11 @@ that the answer depends less on ``random_state`` where the draw of the halves de
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
 every k. The choice is the largest k whose strength reaches ``STRENGTH_THRESHOLD``, the paper's
-recommended threshold (section 3: 0.8 to 0.9). On data with no cluster structure no k reaches
-it; "auto" still answers a k >= 2 (the methods partition into two clusters or more), the one of
-highest strength, and says the choice is not clear (``NClustersChoice.clear``).
+recommended threshold (section 3: 0.8 to 0.9). On data with no cluster structure (uniform noise,
+a round Gaussian) no k reaches it; "auto" still answers a k >= 2 (the methods partition into two
+clusters or more), the one of highest strength, and says the choice is not clear
+(``NClustersChoice.clear``). One elongated cloud is the exception: a cut across its long axis is
+reproducible, so it is answered 2 and clear.
 
 Identical rows belong to one cluster (every method gives copies one label), so a partition into
 k clusters needs k distinct rows: k goes up to the number of distinct rows. Where a row repeats
