@@ -49,8 +49,8 @@ def test_uniform_noise_reaches_no_clear_k(seed):
 def test_splits_are_drawn_until_every_strength_is_settled_about_the_threshold():
     from algorithms.selection.n_clusters import MAX_SPLITS, MIN_SPLITS, _settled
 
-    assert _settled([[1.0, 1.0, 1.0, 1.0], [0.2, 0.3, 0.25, 0.2]])
-    assert not _settled([[1.0, 1.0, 1.0, 1.0], [0.7, 0.9, 0.75, 0.85]])  # k = 3 straddles 0.8
+    assert _settled([1.0, 1.0, 1.0, 1.0]) and _settled([0.2, 0.3, 0.25, 0.2])
+    assert not _settled([0.7, 0.9, 0.75, 0.85])  # straddles 0.8
     # Clusters separated by wide gaps (and uniform noise) have strengths far from the threshold
     # from the first splits; overlapping blobs whose two-way strength is near it need more.
     clear = choose_n_clusters(separated_blobs(3)[0], 12, random_state=0)

@@ -14,10 +14,11 @@ one-vs-one ``SVC`` at its default width), so a k is kept when its clusters are s
 margin that carries over to unseen points.
 
 The average over splits is a Monte Carlo estimate, and the choice compares it with a threshold:
-splits are drawn until every k's mean strength lies at least ``SETTLED_Z`` standard errors from
-``STRENGTH_THRESHOLD`` (each k on a known side of it), from ``MIN_SPLITS`` to ``MAX_SPLITS``.
-Data with clear structure is settled after a few splits; data near the threshold gets more, so
-that the answer depends less on ``random_state`` where the draw of the halves decides it.
+each k is scored on new splits until its mean strength lies at least ``SETTLED_Z`` standard
+errors from ``STRENGTH_THRESHOLD`` (on a known side of it), from ``MIN_SPLITS`` to
+``MAX_SPLITS`` splits; a settled k is not scored again. Data with clear structure is settled
+after a few splits; a k near the threshold gets more, so that the answer depends less on
+``random_state`` where the draw of the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -59,9 +60,9 @@ from algorithms.selection.candidates import (
 )
 
 # Splits averaged: at least MIN_SPLITS (three degrees of freedom for a standard error), at most
-# MAX_SPLITS; in between, until each k's mean strength is SETTLED_Z standard errors from the
-# threshold (a two-sided 95 % normal interval). Each split costs one embedding per half and an
-# SVM per k.
+# MAX_SPLITS; in between, until its mean strength is SETTLED_Z standard errors from the
+# threshold (a two-sided 95 % normal interval), each k on its own. Each split costs one
+# embedding per half and an SVM per unsettled k.
 MIN_SPLITS = 4
 MAX_SPLITS = 16
 SETTLED_Z = 2.0
@@ -117,11 +118,14 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
     D = squared_distances(X)
+    unsettled = list(ks)
     for n_splits in range(1, MAX_SPLITS + 1):
-        for k, strength in _split_strengths(D, ks, rng, copies).items():
+        for k, strength in _split_strengths(D, unsettled, rng, copies).items():
             per_split[k].append(strength)
-        if n_splits >= MIN_SPLITS and _settled(per_split.values()):
-            break
+        if n_splits >= MIN_SPLITS:  # a settled k is on a known side of the threshold: no more
+            unsettled = [k for k in unsettled if not _settled(per_split[k])]
+            if not unsettled:
+                break
     strengths = {k: round(float(np.mean(values)), 6) for k, values in per_split.items()}
     strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
     if strong:
@@ -161,15 +165,12 @@ def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
     return None if copies is None else copies[half]
 
 
-def _settled(per_split) -> bool:
-    """Whether every k's mean strength lies ``SETTLED_Z`` standard errors or more from
+def _settled(values: list[float]) -> bool:
+    """Whether the mean of one k's strengths lies ``SETTLED_Z`` standard errors or more from
     ``STRENGTH_THRESHOLD``."""
-    for values in per_split:
-        values = np.asarray(values)
-        standard_error = values.std(ddof=1) / np.sqrt(values.size)
-        if abs(values.mean() - STRENGTH_THRESHOLD) < SETTLED_Z * standard_error:
-            return False
-    return True
+    values = np.asarray(values)
+    standard_error = values.std(ddof=1) / np.sqrt(values.size)
+    return abs(values.mean() - STRENGTH_THRESHOLD) >= SETTLED_Z * standard_error
 
 
 def reproduced_strength(predicted: np.ndarray, own: np.ndarray) -> float:
