@@ -44,6 +44,7 @@ points per half estimate it.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,7 +135,7 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
                            n_splits=n_splits)
 
 
-def _split_strengths(D: np.ndarray, ks: range, rng: np.random.RandomState,
+def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomState,
                      copies: np.ndarray | None = None) -> dict[int, float]:
     """The prediction strength of every k of ``ks`` on one random split into halves of the
     points whose squared distances are ``D`` (``copies``: each point's distinct row, where
@@ -203,7 +204,7 @@ def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
     return min(shares, default=0.0)
 
 
-def _spectral_partitions(D: np.ndarray, ks: range, rng: np.random.RandomState,
+def _spectral_partitions(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomState,
                          copies: np.ndarray | None = None) -> dict[int, np.ndarray]:
     """The spectral partition of the kNN graph, for every k of ``ks`` up to the number of
     points, of the points whose squared distances are ``D``: k-means on the leading k vectors
