@@ -137,7 +137,16 @@ def local_scaling_gamma(
     # Column 0 is the query point itself.
     with small_problem_threads():  # a few ms of work: threads would only spin
         distances = NearestNeighbors(n_neighbors=rank + 1).fit(X).kneighbors(X)[0][:, rank]
-    return _local_scaling_width(distances, lambda: np.sqrt(squared_distances(X)))
+    # Duplicated points give zero distances: take the median over the positive ones, and when a
+    # point has more than n_neighbors copies everywhere, over the positive distances between the
+    # sampled points.
+    positive = distances[distances > 0]
+    if positive.size == 0:
+        pairwise = np.sqrt(squared_distances(X))
+        positive = pairwise[pairwise > 0]
+    if positive.size == 0:
+        raise ValueError("gamma='auto' needs points that are not all identical")
+    return 0.5 / float(np.median(positive)) ** 2
 
 
 def scale_gamma_of_distances(D: np.ndarray) -> float:
@@ -149,20 +158,6 @@ def scale_gamma_of_distances(D: np.ndarray) -> float:
     if mean <= 0:
         raise ValueError("gamma='scale' needs points that are not all identical")
     return 2.0 / mean
-
-
-def _local_scaling_width(distances: np.ndarray, pairwise: Callable[[], np.ndarray]) -> float:
-    """``gamma = 1 / (2 sigma^2)`` for ``sigma`` the median of the positive neighbour
-    ``distances``. Duplicated points give zero distances: when a point has more than
-    n_neighbors copies everywhere, ``sigma`` is the median of the positive ``pairwise()``
-    distances instead."""
-    positive = distances[distances > 0]
-    if positive.size == 0:
-        every_pair = pairwise()
-        positive = every_pair[every_pair > 0]
-    if positive.size == 0:
-        raise ValueError("gamma='auto' needs points that are not all identical")
-    return 0.5 / float(np.median(positive)) ** 2
 
 
 def resolve_gamma(

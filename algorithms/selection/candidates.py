@@ -206,16 +206,21 @@ def spectral_partition(
     return result
 
 
+def copies_split_the_graph(copies_of: np.ndarray, n_neighbors: int) -> bool:
+    """Whether some row is repeated ``n_neighbors`` times or more (``copies_of``: each row's
+    distinct row, :func:`~algorithms.kernels.distinct_rows`). The neighbour list of such a row
+    holds only its copies, so the kNN graph falls apart into groups of copies (data rounded to a
+    grid; empty documents of a term matrix are copies of one sparse row): such data is
+    partitioned over its distinct rows, each copy in its row's cluster."""
+    return bool(np.bincount(copies_of).max() >= n_neighbors)
+
+
 def _spectral_labels(X: np.ndarray | sp.spmatrix, n_clusters: int, n_neighbors: int,
                      rng: np.random.RandomState) -> np.ndarray:
-    """:func:`spectral_partition` of every point of centred ``X``.
-
-    When some row is repeated ``n_neighbors`` times or more, the data is partitioned over its
-    distinct rows and each copy takes its row's cluster: the neighbour list of such a row holds
-    only its copies, so the kNN graph falls apart into groups of copies (data rounded to a grid;
-    empty documents of a term matrix are copies of one sparse row)."""
+    """:func:`spectral_partition` of every point of centred ``X``, over its distinct rows where
+    copies split the graph (:func:`copies_split_the_graph`)."""
     first, copies_of = distinct_rows(X)
-    if np.bincount(copies_of).max() >= n_neighbors:
+    if copies_split_the_graph(copies_of, n_neighbors):
         return _spectral_labels(X[first], n_clusters, n_neighbors, rng)[copies_of]
     n = X.shape[0]
     if n <= n_clusters:  # a point per cluster (the eigensolver needs more points than vectors)

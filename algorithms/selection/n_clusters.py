@@ -55,6 +55,7 @@ from algorithms.kernels import centred, distinct_rows, scale_gamma_of_distances,
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import (
     SPECTRAL_NEIGHBORS,
+    copies_split_the_graph,
     graph_spectral_embedding,
     kmeans_runs,
     knn_graph_of_distances,
@@ -112,9 +113,9 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     if n < FEWEST_POINTS or n_distinct < 2:  # too few points to split in halves: no choice
         return NClustersChoice(2, {}, clear=False)
     ks = range(2, min(largest_k_considered(n, max_clusters), n_distinct) + 1)
-    # Copies are partitioned as one point where a row repeats as often as the graph's neighbour
-    # count (the rule of the methods' spectral partition, candidates._spectral_labels).
-    copies = copies_of if np.bincount(copies_of).max() >= SPECTRAL_NEIGHBORS else None
+    # Copies are partitioned as one point where they split the graph, as in the methods'
+    # spectral partition.
+    copies = copies_of if copies_split_the_graph(copies_of, SPECTRAL_NEIGHBORS) else None
     per_split: dict[int, list[float]] = {k: [] for k in ks}
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
