@@ -14,13 +14,13 @@ Small k-means calls run under one thread (:mod:`algorithms.threads`).
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse import csgraph
+from scipy.sparse.linalg import eigsh
 from sklearn.cluster import KMeans, kmeans_plusplus
-from sklearn.manifold import spectral_embedding
 from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils import check_random_state
 
@@ -253,18 +253,38 @@ def knn_graph_of_distances(D: np.ndarray, n_neighbors: int) -> sp.csr_matrix:
     n_neighbors = min(n_neighbors, n - 1)
     scale = float(D.max())
     rounded = np.round(D / scale, TIE_DIGITS) if scale > 0 else D
-    nearest = np.argsort(rounded, axis=1, kind="stable")[:, :n_neighbors]
-    rows = np.repeat(np.arange(n), n_neighbors)
-    return sp.csr_matrix((np.ones(rows.size), (rows, nearest.ravel())), shape=(n, n))
+    # A partial sort finds each row's n_neighbors-th smallest distance; every nearer point is a
+    # neighbour, and the places left go to the points at that distance, lowest index first.
+    cutoff = np.partition(rounded, n_neighbors - 1, axis=1)[:, n_neighbors - 1:n_neighbors]
+    nearer = rounded < cutoff
+    at_cutoff = rounded == cutoff
+    places_left = n_neighbors - nearer.sum(axis=1, keepdims=True)
+    neighbours = nearer | (at_cutoff & (np.cumsum(at_cutoff, axis=1) <= places_left))
+    rows, columns = np.nonzero(neighbours)
+    return sp.csr_matrix((np.ones(rows.size), (rows, columns)), shape=(n, n))
 
 
 def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
                              rng: np.random.RandomState) -> np.ndarray:
     """The leading ``n_components`` vectors of the normalized-Laplacian embedding of the
-    symmetrized kNN connectivity ``0.5 (graph + graph^T)``."""
-    with warnings.catch_warnings(), small_problem_threads():
-        # Well-separated clusters leave a disconnected graph; the embedding of its components'
-        # indicators is then the partition wanted, so the warning says nothing.
-        warnings.filterwarnings("ignore", message="Graph is not fully connected")
-        return spectral_embedding(0.5 * (graph + graph.T), n_components=n_components,
-                                  drop_first=False, random_state=rng)
+    symmetrized kNN connectivity ``W = 0.5 (graph + graph^T)`` (scikit-learn's
+    ``spectral_embedding`` with ``drop_first=False``, without its input checks, which cost more
+    than the eigensolver on a few hundred points).
+
+    The eigenvectors ``x`` of ``L = I - D^-1/2 W D^-1/2`` of smallest eigenvalue (Ng, Jordan and
+    Weiss 2002), found by ARPACK in shift-invert mode just below 0 (``L`` is singular), mapped
+    to ``u = D^-1/2 x`` (Shi and Malik 2000), each ``u`` signed so that its entry of largest
+    magnitude is positive. A graph of several components (well-separated clusters) has a zero
+    eigenvalue per component, and the embedding of its indicators is the partition wanted.
+    """
+    affinity = 0.5 * (graph + graph.T)
+    laplacian, degree_sqrt = csgraph.laplacian(affinity, normed=True, return_diag=True)
+    laplacian = laplacian.tocsr()
+    laplacian.setdiag(1.0)  # a self-loop leaves 1 - w_ii / d_i there; L's diagonal is 1
+    start = rng.uniform(-1, 1, laplacian.shape[0])
+    with small_problem_threads():
+        _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0, v0=start)
+    embedding = vectors.T[:n_components] / degree_sqrt
+    largest = np.argmax(np.abs(embedding), axis=1)
+    embedding *= np.sign(embedding[np.arange(n_components), largest])[:, None]
+    return embedding.T
