@@ -16,9 +16,10 @@ margin that carries over to unseen points.
 The average over splits is a Monte Carlo estimate, and the choice compares it with a threshold:
 each k is scored on new splits until its mean strength lies at least ``SETTLED_Z`` standard
 errors from ``STRENGTH_THRESHOLD`` (on a known side of it), from ``MIN_SPLITS`` to
-``MAX_SPLITS`` splits; a settled k is not scored again. Data with clear structure is settled
-after a few splits; a k near the threshold gets more, so that the answer depends less on
-``random_state`` where the draw of the halves decides it.
+``MAX_SPLITS`` splits; a settled k is not scored again, nor is a k below one settled at or
+above the threshold (the answer is the largest such k, so a smaller one cannot change it).
+Data with clear structure is settled after a few splits; a k near the threshold gets more, so
+that the answer depends less on ``random_state`` where the draw of the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -125,7 +126,7 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
         for k, strength in _split_strengths(D, unsettled, rng, copies).items():
             per_split[k].append(strength)
         if n_splits >= MIN_SPLITS:  # a settled k is on a known side of the threshold: no more
-            unsettled = [k for k in unsettled if not _settled(per_split[k])]
+            unsettled = _still_open(per_split, unsettled)
             if not unsettled:
                 break
     strengths = {k: round(float(np.mean(values)), 6) for k, values in per_split.items()}
@@ -165,6 +166,16 @@ def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomStat
 def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
     """The distinct row of each point of ``half``, or None where copies are not grouped."""
     return None if copies is None else copies[half]
+
+
+def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> list[int]:
+    """The ks of ``unsettled`` that still need splits: not settled, and above every k settled
+    at or above the threshold. The answer is the largest strong k, so once k* is settled strong
+    a smaller k cannot change it (nor whether the choice is clear)."""
+    open_ks = [k for k in unsettled if not _settled(per_split[k])]
+    strong = [k for k, values in per_split.items()
+              if k not in open_ks and values and np.mean(values) >= STRENGTH_THRESHOLD]
+    return [k for k in open_ks if k > max(strong, default=0)]
 
 
 def _settled(values: list[float]) -> bool:
