@@ -508,6 +508,33 @@ def auto_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0) 
     return "\n".join(lines)
 
 
+def auto_cost(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
+    """Print, row by row, a Markdown table of how the cost of ``n_clusters="auto"`` grows with n
+    on :func:`large_sets`: the choice alone (the chosen k, the random splits it drew, seconds),
+    and for each algorithm the seconds of an "auto" fit and their ratio to a fit given the true
+    k, after one untimed warm-up of both on a thousand points."""
+    from algorithms.params.common import DEFAULT_MAX_CLUSTERS
+    from algorithms.selection.n_clusters import choose_n_clusters
+
+    warm = large_sets(1000)[0]
+    for name in algorithms:
+        score_auto(auto_clusterer(name), warm, seed, true_k=registry_clusterer(name))
+    print("| set | n | choice alone: k, splits, seconds | " + " | ".join(algorithms)
+          + " |\n|---|---|---|" + "---|" * len(algorithms))
+    for n in sizes:
+        for data in large_sets(n):
+            started = time.perf_counter()
+            choice = choose_n_clusters(data.X, DEFAULT_MAX_CLUSTERS, random_state=seed)
+            seconds = time.perf_counter() - started
+            cells = [f"{choice.n_clusters}, {choice.n_splits}, {seconds:.2f} s"]
+            for name in algorithms:
+                result = score_auto(auto_clusterer(name), data, seed,
+                                    true_k=registry_clusterer(name))
+                cells.append(f"{result.k}, {result.seconds:.1f} s, "
+                             f"{result.seconds / result.seconds_true_k:.1f}x")
+            print(f"| {data.name} | {n:,} | " + " | ".join(cells) + " |", flush=True)
+
+
 def auto_seed_table(groups: dict[str, list[ClusteringSet]], seeds: list[int]) -> str:
     """The choice of ``n_clusters="auto"`` alone (the selection layer every method calls) at each
     of ``seeds``: per set the k chosen at each random state and the random splits it averaged;
@@ -597,6 +624,9 @@ def main() -> None:
                         help="instead: k hidden, each algorithm with n_clusters='auto' beside "
                         "HDBSCAN, silhouette-chosen spectral and spectral given the true k "
                         "(auto_suite), on the public sets (or --heldout, --sweep)")
+    parser.add_argument("--auto-cost", nargs="+", type=int, metavar="N",
+                        help="instead: the seconds of n_clusters='auto' against a fit given the "
+                        "true k on large_sets at these sizes (auto_cost)")
     parser.add_argument("--auto-seeds", nargs="+", type=int, metavar="SEED",
                         help="instead: the choice of n_clusters='auto' alone at these random "
                         "states on the public and held-out sets (auto_seed_table)")
@@ -625,6 +655,10 @@ def main() -> None:
         with docs_pages.record(args.write_docs, page, "defaults-many-clusters", module):
             at_scale(algorithms, args.many_clusters, seed=args.seed,
                      make_sets=many_cluster_sets, peers=("k-means", "spectral"))
+        return
+    if args.auto_cost:
+        with docs_pages.record(args.write_docs, page, "auto-cost", module):
+            auto_cost(algorithms, args.auto_cost, seed=args.seed)
         return
     if args.auto_seeds:
         with docs_pages.record(args.write_docs, page, "auto-seeds", module):
