@@ -59,7 +59,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from scipy.optimize import minimize
+from scipy.optimize import OptimizeResult, minimize
 from sklearn.utils import check_random_state
 
 from algorithms.base import SDPSolverError
@@ -461,11 +461,35 @@ STALL_TOL = 1e-2
 # iteration may still need the full budget.
 REFINE_MAX_ITER = 40
 REFINE_AFTER = 2
+# Creep: on a non-smooth Lagrangian (the inner SVM's support set changes along the path) L-BFGS
+# can keep lowering it by 1e-6 (relative) per 20 iterations for hundreds of iterations, reach
+# no gtol, and end at its budget (SDP MMC asked for two clusters of three blobs: three outer
+# iterations of 400 such steps). An inner run stops once, at its pace over the last
+# CREEP_WINDOW iterations, the rest of its budget would lower the Lagrangian by less than
+# CREEP_SHARE x tol (relative): a change the certificate, which works to tol, does not resolve.
+CREEP_WINDOW = 20
+CREEP_SHARE = 0.1
 # Thorough certificates (refitted multipliers, Psi) once the objective has settled: the first
 # THOROUGH_FIRST such iterations, then every THOROUGH_EVERY-th. Each costs least-squares solves of
 # N r rows, which would dominate the solve if every feasible iteration had one.
 THOROUGH_FIRST = 2
 THOROUGH_EVERY = 4
+
+
+def _stop_on_creep(budget: int, tol: float) -> Callable[[OptimizeResult], None]:
+    """An L-BFGS callback that ends the run (scipy's ``minimize`` stops on ``StopIteration``)
+    once the rest of its ``budget``, at its pace over the last ``CREEP_WINDOW`` iterations,
+    would lower the objective by less than ``CREEP_SHARE * tol`` of its value."""
+    values: list[float] = []
+
+    def callback(intermediate_result: OptimizeResult) -> None:
+        values.append(float(intermediate_result.fun))
+        if len(values) > CREEP_WINDOW:
+            pace = (values[-CREEP_WINDOW - 1] - values[-1]) / CREEP_WINDOW
+            if pace * (budget - len(values)) < CREEP_SHARE * tol * abs(values[-1]):
+                raise StopIteration
+
+    return callback
 
 
 def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
@@ -539,6 +563,7 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
         else:
             x = minimize(lagrangian, V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
                          bounds=[(0.0, None)] * V.size if nonnegative else None,
+                         callback=_stop_on_creep(budget, tol),
                          options={"maxiter": budget, "gtol": inner_tol, "ftol": 1e-15}).x
         V = normalise(x.reshape(N, r))[0]
         f, _ = objective(V)
