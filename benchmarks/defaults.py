@@ -460,6 +460,13 @@ def score_auto(clusterer: AutoClusterer, data: ClusteringSet, seed: int,
     return result
 
 
+def warm_up_auto(algorithms: list[str], data: ClusteringSet, seed: int) -> None:
+    """One untimed "auto" fit and one fit given the true k of each algorithm on ``data``: a warm
+    process, as a worker is (imports and compiled code loaded before anything is timed)."""
+    for name in algorithms:
+        score_auto(auto_clusterer(name), data, seed, true_k=registry_clusterer(name))
+
+
 def auto_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0) -> str:
     """A Markdown table of ARI (chosen k) per set with k hidden: HDBSCAN, silhouette-chosen
     spectral clustering and each algorithm with ``n_clusters="auto"`` (its seconds over those of
@@ -470,8 +477,7 @@ def auto_suite(sets: list[ClusteringSet], algorithms: list[str], seed: int = 0) 
                                        "spectral, silhouette k": silhouette_spectral_labels}
     scores: dict[str, list[AutoScore]] = {"spectral, true k": [], **{p: [] for p in peers},
                                           **{a: [] for a in algorithms}}
-    for name in algorithms:  # a warm process, as a worker is: compiled code loaded, not counted
-        score_auto(auto_clusterer(name), sets[0], seed, true_k=registry_clusterer(name))
+    warm_up_auto(algorithms, sets[0], seed)
     for data in sets:
         scores["spectral, true k"].append(AutoScore(adjusted_rand_score(
             data.y, spectral(data.X, data.n_clusters, seed)), data.n_clusters, 0.0))
@@ -516,9 +522,7 @@ def auto_cost(algorithms: list[str], sizes: list[int], seed: int = 0) -> None:
     from algorithms.params.common import DEFAULT_MAX_CLUSTERS
     from algorithms.selection.n_clusters import choose_n_clusters
 
-    warm = large_sets(1000)[0]
-    for name in algorithms:
-        score_auto(auto_clusterer(name), warm, seed, true_k=registry_clusterer(name))
+    warm_up_auto(algorithms, large_sets(1000)[0], seed)
     print("| set | n | choice alone: k, splits, seconds | " + " | ".join(algorithms)
           + " |\n|---|---|---|" + "---|" * len(algorithms))
     for n in sizes:

@@ -169,12 +169,12 @@ def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
 
 
 def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> list[int]:
-    """The ks of ``unsettled`` that still need splits: not settled, and above every k settled
-    at or above the threshold. The answer is the largest strong k, so once k* is settled strong
-    a smaller k cannot change it (nor whether the choice is clear)."""
+    """The ks of ``unsettled`` that still need splits: not settled, and above every k no longer
+    scored whose mean strength reaches the threshold. The answer is the largest strong k, so
+    once k* is settled strong a smaller k cannot change it (nor whether the choice is clear)."""
     open_ks = [k for k in unsettled if not _settled(per_split[k])]
     strong = [k for k, values in per_split.items()
-              if k not in open_ks and values and np.mean(values) >= STRENGTH_THRESHOLD]
+              if k not in open_ks and np.mean(values) >= STRENGTH_THRESHOLD]
     return [k for k in open_ks if k > max(strong, default=0)]
 
 
