@@ -462,11 +462,11 @@ STALL_TOL = 1e-2
 REFINE_MAX_ITER = 40
 REFINE_AFTER = 2
 # Creep: on a non-smooth Lagrangian (the inner SVM's support set changes along the path) L-BFGS
-# can keep lowering it by 1e-6 (relative) per 20 iterations for hundreds of iterations, reach
-# no gtol, and end at its budget (SDP MMC asked for two clusters of three blobs: three outer
-# iterations of 400 such steps). An inner run stops once, at its pace over the last
-# CREEP_WINDOW iterations, the rest of its budget would lower the Lagrangian by less than
-# CREEP_SHARE x tol (relative): a change the certificate, which works to tol, does not resolve.
+# can keep lowering it by tiny steps, reach no gtol, and spend its whole budget (a two-class
+# relaxation with no clear optimum, such as two clusters asked of three blobs; measured in
+# docs/defaults_rules.md). An inner run stops once, at its pace over the last CREEP_WINDOW
+# iterations, the rest of its budget would lower the Lagrangian by less than CREEP_SHARE x tol
+# (relative): a change the certificate, which works to tol, does not resolve.
 CREEP_WINDOW = 20
 CREEP_SHARE = 0.1
 # Thorough certificates (refitted multipliers, Psi) once the objective has settled: the first
