@@ -52,14 +52,27 @@ def test_splits_are_drawn_until_every_strength_is_settled_about_the_threshold():
     assert _settled([1.0, 1.0, 1.0, 1.0]) and _settled([0.2, 0.3, 0.25, 0.2])
     assert not _settled([0.7, 0.9, 0.75, 0.85])  # straddles 0.8
     # Clusters separated by wide gaps (and uniform noise) have strengths far from the threshold
-    # from the first splits; overlapping blobs whose two-way strength is near it need more.
+    # from the first splits; two touching blobs beside a third, whose three-way strength is near
+    # it above a strong k = 2, need more.
     clear = choose_n_clusters(separated_blobs(3)[0], 12, random_state=0)
     noise = choose_n_clusters(np.random.RandomState(0).uniform(size=(300, 2)), 12,
                               random_state=0)
-    near = choose_n_clusters(make_blobs(300, centers=3, cluster_std=1.5, random_state=0)[0], 12,
-                             random_state=0)
+    touching, _ = make_blobs(300, centers=[(0, 0), (10, 0), (10, 2.3)], random_state=0)
+    near = choose_n_clusters(touching, 12, random_state=0)
     assert clear.n_splits == noise.n_splits == MIN_SPLITS
-    assert abs(near.strengths[2] - 0.8) < 0.05 and MIN_SPLITS < near.n_splits <= MAX_SPLITS
+    assert near.strengths[2] == 1.0 and abs(near.strengths[3] - 0.8) < 0.08
+    assert MIN_SPLITS < near.n_splits <= MAX_SPLITS
+
+
+def test_no_more_splits_are_drawn_once_they_cannot_change_the_answer():
+    from algorithms.selection.n_clusters import MIN_SPLITS
+
+    # Overlapping blobs: k = 2 alone is near the threshold, every other k is settled below it
+    # and below k = 2, so k = 2 is the answer on either side of the threshold.
+    X, _ = make_blobs(300, centers=3, cluster_std=1.5, random_state=0)
+    choice = choose_n_clusters(X, 12, random_state=0)
+    assert choice.n_clusters == 2 and abs(choice.strengths[2] - 0.8) < 0.05
+    assert choice.n_splits == MIN_SPLITS
 
 
 def test_sparse_data_get_the_choice_of_their_dense_form():

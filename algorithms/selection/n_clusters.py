@@ -17,9 +17,11 @@ The average over splits is a Monte Carlo estimate, and the choice compares it wi
 each k is scored on new splits until its mean strength lies at least ``SETTLED_Z`` standard
 errors from ``STRENGTH_THRESHOLD`` (on a known side of it), from ``MIN_SPLITS`` to
 ``MAX_SPLITS`` splits; a settled k is not scored again, nor is a k below one settled at or
-above the threshold (the answer is the largest such k, so a smaller one cannot change it).
-Data with clear structure is settled after a few splits; a k near the threshold gets more, so
-that the answer depends less on ``random_state`` where the draw of the halves decides it.
+above the threshold (the answer is the largest such k, so a smaller one cannot change it), nor
+a lone open k whose strength is above every other's while none is strong (it is the answer on
+either side of the threshold). Data with clear structure is settled after a few splits; a k near
+the threshold gets more, so that the answer depends less on ``random_state`` where the draw of
+the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -169,13 +171,20 @@ def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
 
 
 def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> list[int]:
-    """The ks of ``unsettled`` that still need splits: not settled, and above every k no longer
-    scored whose mean strength reaches the threshold. The answer is the largest strong k, so
-    once k* is settled strong a smaller k cannot change it (nor whether the choice is clear)."""
+    """The ks of ``unsettled`` whose further splits can change the answer: not settled, and
+    above every k no longer scored whose mean strength reaches the threshold (the answer is the
+    largest strong k, so once k* is settled strong a smaller k cannot change it). None when a
+    single k is open, no other k is strong and its mean strength is above every other k's: it
+    is the answer on either side of the threshold, and only ``NClustersChoice.clear`` (its mean
+    at or above the threshold) would still move with more splits."""
+    means = {k: float(np.mean(values)) for k, values in per_split.items()}
     open_ks = [k for k in unsettled if not _settled(per_split[k])]
-    strong = [k for k, values in per_split.items()
-              if k not in open_ks and np.mean(values) >= STRENGTH_THRESHOLD]
-    return [k for k in open_ks if k > max(strong, default=0)]
+    strong = [k for k in means if k not in open_ks and means[k] >= STRENGTH_THRESHOLD]
+    open_ks = [k for k in open_ks if k > max(strong, default=0)]
+    if len(open_ks) == 1 and not strong and all(
+            means[open_ks[0]] > mean for k, mean in means.items() if k != open_ks[0]):
+        return []
+    return open_ks
 
 
 def _settled(values: list[float]) -> bool:
