@@ -452,7 +452,7 @@ def solve_lowrank_sdp(
 # dual slack, times the trace bound n, can keep the gap open indefinitely: it is noise in the
 # multipliers, not a missing direction (adding columns does not close it). The result is then
 # reported "inaccurate" instead of iterating on.
-STALL_WINDOW = 10
+STALL_WINDOW = 5
 STALL_TOL = 1e-2
 # L-BFGS iterations per outer iteration after two feasible iterations whose gap did not close
 # (the multipliers are being refined): with the inner SVM duals solved exactly, L-BFGS keeps
