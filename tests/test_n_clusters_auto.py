@@ -75,6 +75,18 @@ def test_no_more_splits_are_drawn_once_they_cannot_change_the_answer():
     assert choice.n_splits == MIN_SPLITS
 
 
+def test_a_lone_open_k_within_reach_of_the_runner_up_keeps_drawing_splits():
+    from algorithms.selection.n_clusters import _still_open
+
+    settled_weak = [0.3, 0.32, 0.31, 0.3]
+    # k = 3 straddles 0.8, no k is strong: ahead of k = 2 by many standard errors it is the
+    # answer whatever its side of 0.8; a few hundredths ahead, more splits may put k = 2 first.
+    far_ahead = {2: settled_weak, 3: [0.75, 0.85, 0.78, 0.84]}
+    close_behind = {2: [0.72, 0.74, 0.73, 0.72], 3: [0.7, 0.9, 0.72, 0.82]}
+    assert _still_open(far_ahead, [2, 3]) == []
+    assert _still_open(close_behind, [2, 3]) == [3]
+
+
 def test_sparse_data_get_the_choice_of_their_dense_form():
     import scipy.sparse as sp
 

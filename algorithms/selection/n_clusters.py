@@ -18,10 +18,10 @@ each k is scored on new splits until its mean strength lies at least ``SETTLED_Z
 errors from ``STRENGTH_THRESHOLD`` (on a known side of it), from ``MIN_SPLITS`` to
 ``MAX_SPLITS`` splits; a settled k is not scored again, nor is a k below one settled at or
 above the threshold (the answer is the largest such k, so a smaller one cannot change it), nor
-a lone open k whose strength is above every other's while none is strong (it is the answer on
-either side of the threshold). Data with clear structure is settled after a few splits; a k near
-the threshold gets more, so that the answer depends less on ``random_state`` where the draw of
-the halves decides it.
+a lone open k whose strength is settled above every other's while none is strong (it is the
+answer on either side of the threshold). Data with clear structure is settled after a few
+splits; a k near the threshold gets more, so that the answer depends less on ``random_state``
+where the draw of the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -174,25 +174,27 @@ def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> 
     """The ks of ``unsettled`` whose further splits can change the answer: not settled, and
     above every k no longer scored whose mean strength reaches the threshold (the answer is the
     largest strong k, so once k* is settled strong a smaller k cannot change it). None when a
-    single k is open, no other k is strong and its mean strength is above every other k's: it
-    is the answer on either side of the threshold, and only ``NClustersChoice.clear`` (its mean
-    at or above the threshold) would still move with more splits."""
+    single k is open, no other k is strong and its mean strength lies ``SETTLED_Z`` standard
+    errors above every other k's: it is the answer on either side of the threshold, and only
+    ``NClustersChoice.clear`` (its mean at or above the threshold) would still move."""
     means = {k: float(np.mean(values)) for k, values in per_split.items()}
     open_ks = [k for k in unsettled if not _settled(per_split[k])]
     strong = [k for k in means if k not in open_ks and means[k] >= STRENGTH_THRESHOLD]
     open_ks = [k for k in open_ks if k > max(strong, default=0)]
-    if len(open_ks) == 1 and not strong and all(
-            means[open_ks[0]] > mean for k, mean in means.items() if k != open_ks[0]):
-        return []
+    if len(open_ks) == 1 and not strong:
+        (lone,) = open_ks
+        runner_up = max(mean for k, mean in means.items() if k != lone)
+        if means[lone] > runner_up and _settled(per_split[lone], about=runner_up):
+            return []
     return open_ks
 
 
-def _settled(values: list[float]) -> bool:
+def _settled(values: list[float], about: float = STRENGTH_THRESHOLD) -> bool:
     """Whether the mean of one k's strengths lies ``SETTLED_Z`` standard errors or more from
-    ``STRENGTH_THRESHOLD``."""
+    ``about`` (by default ``STRENGTH_THRESHOLD``)."""
     values = np.asarray(values)
     standard_error = values.std(ddof=1) / np.sqrt(values.size)
-    return abs(values.mean() - STRENGTH_THRESHOLD) >= SETTLED_Z * standard_error
+    return abs(values.mean() - about) >= SETTLED_Z * standard_error
 
 
 def reproduced_strength(predicted: np.ndarray, own: np.ndarray) -> float:
