@@ -127,7 +127,7 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     for n_splits in range(1, MAX_SPLITS + 1):
         for k, strength in _split_strengths(D, unsettled, rng, copies).items():
             per_split[k].append(strength)
-        if n_splits >= MIN_SPLITS:  # a settled k is on a known side of the threshold: no more
+        if n_splits >= MIN_SPLITS:  # a k whose splits can no longer change the answer drops out
             unsettled = _still_open(per_split, unsettled)
             if not unsettled:
                 break
