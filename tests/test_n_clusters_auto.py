@@ -87,6 +87,28 @@ def test_a_lone_open_k_within_reach_of_the_runner_up_keeps_drawing_splits():
     assert _still_open(close_behind, [2, 3]) == [3]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_single_k_considered_is_the_answer_after_the_fewest_splits(seed):
+    from algorithms.selection.n_clusters import MIN_SPLITS, _still_open
+
+    # With max_clusters=2 (or fewer than 12 points) k = 2 is the only candidate: the answer
+    # whatever its strength, so no split beyond the fewest is drawn, even one straddling 0.8.
+    assert _still_open({2: [0.7, 0.9, 0.75, 0.85]}, [2]) == []
+    noise = np.random.RandomState(seed).uniform(size=(300, 2))
+    choice = choose_n_clusters(noise, 2, random_state=seed)
+    assert (choice.n_clusters, choice.n_splits, list(choice.strengths)) == (2, MIN_SPLITS, [2])
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_each_method_fits_a_handful_of_points_with_auto(name):
+    # 8 to 11 points: halves of 4 or 5, so k = 2 is the only candidate, here without structure
+    # (its strength straddles 0.8 after the fewest splits).
+    X = np.random.RandomState(0).randn(10, 2)
+    estimator = get_spec(name).build({"n_clusters": "auto", "random_state": 0}).fit(X)
+    assert estimator.n_clusters_ == 2 and np.unique(estimator.labels_).size == 2
+    assert np.array_equal(estimator.predict(X), estimator.labels_)
+
+
 def test_sparse_data_get_the_choice_of_their_dense_form():
     import scipy.sparse as sp
 

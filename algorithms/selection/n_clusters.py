@@ -18,10 +18,10 @@ each k is scored on new splits until its mean strength lies at least ``SETTLED_Z
 errors from ``STRENGTH_THRESHOLD`` (on a known side of it), from ``MIN_SPLITS`` to
 ``MAX_SPLITS`` splits; a settled k is not scored again, nor is a k below one settled at or
 above the threshold (the answer is the largest such k, so a smaller one cannot change it), nor
-a lone open k whose strength is settled above every other's while none is strong (it is the
-answer on either side of the threshold). Data with clear structure is settled after a few
-splits; a k near the threshold gets more, so that the answer depends less on ``random_state``
-where the draw of the halves decides it.
+a lone open k whose strength is settled above every other's while none is strong, or that is
+the only k considered (it is the answer on either side of the threshold). Data with clear
+structure is settled after a few splits; a k near the threshold gets more, so that the answer
+depends less on ``random_state`` where the draw of the halves decides it.
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -176,14 +176,18 @@ def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> 
     largest strong k, so once k* is settled strong a smaller k cannot change it). None when a
     single k is open, no other k is strong and its mean strength lies ``SETTLED_Z`` standard
     errors above every other k's: it is the answer on either side of the threshold, and only
-    ``NClustersChoice.clear`` (its mean at or above the threshold) would still move."""
+    ``NClustersChoice.clear`` (its mean at or above the threshold) would still move. None
+    either when that k is the only one considered (``max_clusters=2``, or fewer than 12 points)."""
     means = {k: float(np.mean(values)) for k, values in per_split.items()}
     open_ks = [k for k in unsettled if not _settled(per_split[k])]
     strong = [k for k in means if k not in open_ks and means[k] >= STRENGTH_THRESHOLD]
     open_ks = [k for k in open_ks if k > max(strong, default=0)]
     if len(open_ks) == 1 and not strong:
         (lone,) = open_ks
-        runner_up = max(mean for k, mean in means.items() if k != lone)
+        others = [mean for k, mean in means.items() if k != lone]
+        if not others:
+            return []
+        runner_up = max(others)
         if means[lone] > runner_up and _settled(per_split[lone], about=runner_up):
             return []
     return open_ks
