@@ -316,9 +316,10 @@ def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int | None,
     The rows ``keep`` (partially labelled points) are always in the sample. The rest is drawn
     from the other rows: uniformly, or, given their coordinates ``X``, stratified. Then the rows
     are split into ``SAMPLE_CELLS`` cells by k-means and each cell gives its share of the draw
-    (largest remainders), uniformly within the cell. A uniform sample's clusters differ from the
-    data's proportions by about ``sqrt(exact_max_n)`` points; a stratified one's by a few, which
-    matters to methods that split their sample evenly (GMMC's (10)).
+    (largest remainders, and at least one point), uniformly within the cell. A uniform sample's
+    clusters differ from the data's proportions by about ``sqrt(exact_max_n)`` points; a
+    stratified one's by a few, which matters to methods that split their sample evenly (GMMC's
+    (10)).
     """
     if solver == "exact" or exact_max_n is None or n_samples <= exact_max_n:
         return None
@@ -343,14 +344,27 @@ def _stratified_draw(X: np.ndarray, size: int, rng: np.random.RandomState) -> np
     cells = MiniBatchKMeans(SAMPLE_CELLS, n_init=1, batch_size=4096,
                             random_state=rng).fit_predict(X)
     counts = np.bincount(cells, minlength=SAMPLE_CELLS)
-    quota = size * counts / X.shape[0]
-    take = np.floor(quota).astype(np.int64)
-    take[np.argsort(take - quota, kind="stable")[:size - take.sum()]] += 1
+    take = _cell_shares(counts, size)
     order = np.argsort(cells, kind="stable")
     starts = np.r_[0, np.cumsum(counts)]
     return np.concatenate([
         rng.choice(order[starts[c]:starts[c + 1]], size=take[c], replace=False)
         for c in range(SAMPLE_CELLS) if take[c]])
+
+
+def _cell_shares(counts: np.ndarray, size: int) -> np.ndarray:
+    """Points drawn from each cell of ``counts`` points: its share of ``size`` by largest
+    remainders, and at least one from every non-empty cell (``size`` is at least the number of
+    cells). A cell is a region of the data; a sample without it cannot give it a cluster, and a
+    sample of a few copies of one row (a row repeated thousands of times beside a rare one)
+    cannot be clustered at all. The points a small cell gains come from the largest cells."""
+    quota = size * counts / counts.sum()
+    take = np.where(counts > 0, np.maximum(np.floor(quota), 1), 0).astype(np.int64)
+    if take.sum() <= size:  # the rest to the largest remainders
+        take[np.argsort(take - quota, kind="stable")[:size - take.sum()]] += 1
+    else:  # one fewer from each of the largest cells
+        take[np.argsort(-take, kind="stable")[:take.sum() - size]] -= 1
+    return take
 
 
 def balance_limit(n_samples: int, class_balance: float) -> float:

@@ -275,6 +275,35 @@ def test_margin_choice_survives_a_sample_of_one_repeated_point():
     assert choice.chosen in ("odd", "cut") and choice.objectives == {}
 
 
+@pytest.mark.parametrize("name", ["gmmc", "sdp_mmc"])
+def test_a_sampled_fit_keeps_a_rare_row_that_its_share_would_leave_out(name):
+    # 599 copies of one row and one other: the other's share of a 150-point sample is 0.25 of a
+    # point. Without it the sample held one row, which cannot be clustered (a ValueError about
+    # identical points, on data that has two).
+    from algorithms.registry import get_spec
+
+    X = np.zeros((600, 2))
+    X[-1] = 5.0
+    model = get_spec(name).build({"n_clusters": 2, "exact_max_n": 150, "random_state": 0}).fit(X)
+    assert model.n_fit_samples_ == 150
+    assert np.bincount(model.labels_).tolist() == [599, 1]  # one cluster for all: [600]
+
+
+def test_stratified_shares_sum_to_the_sample_and_reach_every_cell():
+    from algorithms.base import _cell_shares
+
+    rng = np.random.RandomState(0)
+    for _ in range(200):
+        counts = rng.randint(0, 3000, size=64) * (rng.uniform(size=64) < 0.8)
+        counts[rng.randint(64)] += rng.randint(1, 5)  # a rare cell
+        size = rng.randint(64, min(900, counts.sum()) + 1)
+        take = _cell_shares(counts, size)
+        assert take.sum() == size and (take <= counts).all()
+        assert ((take >= 1) == (counts > 0)).all()
+        quota = size * counts / counts.sum()
+        assert (take >= np.floor(quota) - 1).all() and (take <= np.ceil(quota) + 1).all()
+
+
 def test_sparse_matrices_are_held_to_the_same_magnitude():
     from scipy import sparse
 
