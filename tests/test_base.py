@@ -161,6 +161,24 @@ def test_kmeans_pool_above_its_sample_size_labels_every_point_by_its_nearest_cen
     assert labels.shape == (3000,) and adjusted_rand_score(y, labels) >= 0.99
 
 
+def test_dense_eigenvectors_span_arpacks_where_arpack_fails_over():
+    # The fallback of graph_spectral_embedding: the same invariant subspace as ARPACK's.
+    from scipy.sparse import csgraph
+    from scipy.sparse.linalg import eigsh
+    from sklearn.neighbors import kneighbors_graph
+
+    from algorithms.selection.candidates import _smallest_eigenvectors_dense
+
+    X = np.random.RandomState(0).normal(size=(80, 2))
+    graph = kneighbors_graph(X, 10, include_self=True)
+    laplacian = csgraph.laplacian(0.5 * (graph + graph.T), normed=True).tocsr()
+    dense = _smallest_eigenvectors_dense(laplacian, 3)
+    _, sparse = eigsh(laplacian, k=3, sigma=-1e-5, which="LM", tol=0)
+    # Orthonormal bases of one subspace: the projection of one onto the other keeps its norm.
+    assert dense.shape == (80, 3)
+    np.testing.assert_allclose(np.linalg.norm(sparse.T @ dense, axis=0), 1.0, atol=1e-8)
+
+
 @pytest.mark.parametrize("grid_step", [1.0, 0.5])
 def test_spectral_partition_of_data_on_a_grid_links_locations_not_copies(grid_step):
     # Two Gaussian blobs rounded to a grid: most rows repeat ten times or more, and over the

@@ -109,6 +109,17 @@ def test_each_method_fits_a_handful_of_points_with_auto(name):
     assert np.array_equal(estimator.predict(X), estimator.labels_)
 
 
+@pytest.mark.parametrize("seed", [1, 7, 14, 22])
+def test_a_few_values_each_repeated_a_few_times_get_a_choice(seed):
+    # Ten values, five copies each (fewer than the graph's 10 neighbours, so copies are not
+    # grouped): the halves' graphs have many equal eigenvalues, and ARPACK's shift-invert
+    # failed ("no shifts could be applied") at these random states.
+    values = [0.24, 0.397, 1.474, -0.378, 1.983, -0.281, 0.38, -0.183, -0.352, 0.323]
+    X = np.repeat(values, 5)[:, None]
+    choice = choose_n_clusters(X, 10, random_state=seed)
+    assert 2 <= choice.n_clusters <= 10 and set(choice.strengths) == set(range(2, 11))
+
+
 def test_sparse_data_get_the_choice_of_their_dense_form():
     import scipy.sparse as sp
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import linalg
 from scipy.sparse import csgraph
 from scipy.sparse.linalg import eigsh
 from sklearn.cluster import KMeans, kmeans_plusplus
@@ -283,8 +284,21 @@ def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
     laplacian.setdiag(1.0)  # a self-loop leaves 1 - w_ii / d_i there; L's diagonal is 1
     start = rng.uniform(-1, 1, laplacian.shape[0])
     with small_problem_threads():
-        _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0, v0=start)
+        try:
+            _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0,
+                               v0=start)
+        except RuntimeError:  # ARPACK's failures (ArpackError, ArpackNoConvergence)
+            vectors = _smallest_eigenvectors_dense(laplacian, n_components)
     embedding = vectors.T[:n_components] / degree_sqrt
     largest = np.argmax(np.abs(embedding), axis=1)
     embedding *= np.sign(embedding[np.arange(n_components), largest])[:, None]
     return embedding.T
+
+
+def _smallest_eigenvectors_dense(laplacian: sp.spmatrix, n_components: int) -> np.ndarray:
+    """The eigenvectors of the ``n_components`` smallest eigenvalues of ``laplacian``, by a dense
+    symmetric eigensolver: the fallback where ARPACK fails, as on graphs of a few distinct
+    points each repeated a few times, whose eigenvalues are many and equal ("no shifts could be
+    applied"). Exact, at O(n^3) time and O(n^2) memory, which the graphs here (at most
+    ``SPECTRAL_SAMPLE_SIZE`` points) afford."""
+    return linalg.eigh(laplacian.toarray(), subset_by_index=[0, n_components - 1])[1]
