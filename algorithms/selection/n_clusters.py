@@ -184,10 +184,8 @@ def _still_open(per_split: dict[int, list[float]], unsettled: Sequence[int]) -> 
     open_ks = [k for k in open_ks if k > max(strong, default=0)]
     if len(open_ks) == 1 and not strong:
         (lone,) = open_ks
-        others = [mean for k, mean in means.items() if k != lone]
-        if not others:
-            return []
-        runner_up = max(others)
+        # With no other k considered, it is above every other's vacuously.
+        runner_up = max((mean for k, mean in means.items() if k != lone), default=-np.inf)
         if means[lone] > runner_up and _settled(per_split[lone], about=runner_up):
             return []
     return open_ks
