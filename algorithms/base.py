@@ -24,12 +24,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 from pydantic import ValidationError
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import eigsh
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 # Their home is algorithms.inputs and algorithms.params.common; the names stay importable from
 # here (the library's earlier paths).
@@ -42,7 +43,7 @@ from algorithms.inputs import (  # noqa: F401
     check_partial_labels,
     npz_bytes_to_arrays,
 )
-from algorithms.kernels import pairwise_kernel
+from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.params.common import (  # noqa: F401
     AUTO,
     DEPRECATED,
@@ -61,8 +62,17 @@ from algorithms.params.common import (  # noqa: F401
 )
 from algorithms.progress import ProgressCallback, report
 from algorithms.selection.n_clusters import choose_n_clusters
+from algorithms.selection.portfolio import choose_partition
 
 MODEL_FORMAT = "mmc-model/1"
+
+# The name of each estimator's own partition among the portfolio's candidates (the API's name).
+PORTFOLIO_NAMES = {"IterSVR": "itersvr", "CPM3C": "cpm3c", "SDPMMC": "sdp_mmc", "GMMC": "gmmc",
+                   "SupportVectorClustering": "svc"}
+# The out-of-sample SVM of a partition adopted from the portfolio: trained on at most this many
+# points, at the C of the margin criterion that chose it.
+PARTITION_MODEL_MAX_N = 2000
+PARTITION_MODEL_C = 100.0
 
 # Rows labelled at once after a sampled fit (a million points report progress every few seconds).
 LABEL_BLOCK_ROWS = 100_000
@@ -143,6 +153,7 @@ class MMCEstimatorMixin:
         "n_clusters_", "n_clusters_strengths_", "n_clusters_clear_", "objective_", "n_iter_",
         "gamma_", "solver_", "n_fit_samples_", "n_support_",
         "objective_history_", "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
+        "candidate_", "candidate_scores_",
     )
 
     def result_extras(self) -> dict[str, Any]:
@@ -180,6 +191,76 @@ class MMCEstimatorMixin:
         self.n_clusters_strengths_ = choice.strengths
         self.n_clusters_clear_ = choice.clear
         return self.n_clusters_
+
+    # -- the portfolio of candidate partitions (algorithms.selection.portfolio) -----------------
+    # The SVM trained on the portfolio's partition where a candidate beat the method's own; it
+    # then answers predict and decision_function.
+    partition_model_: KernelExpansionClassifier | None = None
+
+    @property
+    def _portfolio_name(self) -> str:
+        """The name of the method's own partition among the candidates."""
+        return PORTFOLIO_NAMES.get(type(self).__name__, type(self).__name__.lower())
+
+    def _keep_portfolio_partition(self, X, progress: ProgressCallback | None, step: int,
+                                  *, partial_labels: bool = False,
+                                  n_clusters: int | None = None) -> None:
+        """End a fit over all of ``X`` (``labels_`` set): score the method's partition against
+        the portfolio's candidates (:func:`~algorithms.selection.portfolio.choose_partition`)
+        and, where a candidate wins, adopt it (:meth:`_adopt_partition`). Off for
+        ``portfolio=False``, with partial labels, and on sparse data (whose candidates would
+        need a dense copy). ``n_clusters``: the k asked for, where the method's own partition
+        may have another (``n_clusters_`` otherwise); a partition with another k is no
+        candidate."""
+        for name in ("candidate_", "candidate_scores_"):
+            self.__dict__.pop(name, None)
+        self.partition_model_ = None
+        if not self._fit_params.portfolio or partial_labels or sp.issparse(X):
+            return
+        own = np.asarray(self.labels_)
+        name = self._portfolio_name
+        extra = {name: own} if own.min() >= 0 else {}
+        report(progress, step, getattr(self, "objective_", None),
+               "scoring the partition against the candidates of other families")
+        rng = check_random_state(getattr(self, "random_state", None))
+        k = self.n_clusters_ if n_clusters is None else n_clusters
+        choice = choose_partition(X, k, extra=extra, random_state=rng)
+        self.candidate_ = choice.chosen
+        self.candidate_scores_ = {key: float(value) for key, value in choice.scores.items()}
+        if choice.chosen != name:
+            self._adopt_partition(X, choice.labels, rng)
+            self.n_clusters_ = k
+
+    def _adopt_partition(self, X: np.ndarray, labels: np.ndarray,
+                         rng: np.random.RandomState) -> None:
+        """Make ``labels`` (a k-partition of ``X``) the fit's answer: the out-of-sample SVM of
+        thesis section 3.4 trained on it (one-vs-rest, local-scaling RBF, at most
+        ``PARTITION_MODEL_MAX_N`` points with every cluster in them) becomes the model, and
+        ``labels_`` its labels of ``X``, so that ``predict`` on the training points returns
+        them."""
+        train = _stratified_rows(labels, PARTITION_MODEL_MAX_N, rng)
+        gamma = local_scaling_gamma(X[train], random_state=rng)
+        self.partition_model_ = KernelExpansionClassifier.fit(
+            X[train], labels[train], kernel="rbf", gamma=gamma, C=PARTITION_MODEL_C)
+        decision = self.partition_model_.decision_function(X)
+        self.labels_ = self.partition_model_.labels_from_decision(decision).astype(np.int64)
+        self._fit_decision = (weakref.ref(X), self._decision_form(decision))
+        if hasattr(self, "n_support_"):
+            self.n_support_ = self.partition_model_.n_support
+        if hasattr(self, "outliers_"):  # the adopted partition marks no point as an outlier
+            self.outliers_ = np.zeros(0, dtype=np.int64)
+
+    def _decision_form(self, values: np.ndarray) -> np.ndarray:
+        """The partition model's decision values in the shape of the method's own (the same
+        by default: one column for two clusters, else one per cluster)."""
+        return values
+
+    def _partition_predict(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """``(labels, decision values)`` of new points by :attr:`partition_model_`."""
+        X = validate_data(self, as_float_matrix(X), reset=False)  # type: ignore[arg-type]
+        decision = self.partition_model_.decision_function(X)
+        return (self.partition_model_.labels_from_decision(decision).astype(np.int64),
+                self._decision_form(decision))
 
     def _forget_n_clusters_choice(self) -> None:
         """Drop an earlier fit's choice of k (a refit with a fixed k must not report it)."""
@@ -245,6 +326,10 @@ class MMCEstimatorMixin:
                   and not is_unset(value)}
         if hasattr(self, "n_clusters_"):
             state.setdefault("n_clusters_", int(self.n_clusters_))
+        if self.partition_model_ is not None:
+            model_meta, model_arrays = self.partition_model_.to_export(prefix="partition_")
+            state["partition_model"] = model_meta
+            arrays = {**arrays, **model_arrays}
         meta = {
             "format": MODEL_FORMAT,
             "estimator": type(self).__name__,
@@ -271,7 +356,11 @@ class MMCEstimatorMixin:
         fitted_k = meta.get("state", {}).get("n_clusters_", params.get("n_clusters"))
         if isinstance(fitted_k, int):
             estimator.n_clusters_ = fitted_k
-        estimator._import_state(dict(meta.get("state", {})), dict(arrays))
+        state = dict(meta.get("state", {}))
+        estimator._import_state(state, dict(arrays))
+        if state.get("partition_model") is not None:
+            estimator.partition_model_ = KernelExpansionClassifier.from_export(
+                state["partition_model"], arrays, prefix="partition_")
         return estimator
 
 
@@ -299,6 +388,18 @@ def clustering_error(y_true: Any, y_pred: Any) -> float:
     np.add.at(table, (pred_index, truth_index[assigned]), 1)
     rows, cols = linear_sum_assignment(table, maximize=True)
     return 1.0 - table[rows, cols].sum() / truth.size
+
+
+def _stratified_rows(labels: np.ndarray, size: int, rng: np.random.RandomState) -> np.ndarray:
+    """Sorted indices of at most ``size`` rows, each cluster of ``labels`` giving its share (by
+    :func:`_cell_shares`, so at least one row each); all rows when there are at most ``size``."""
+    if labels.size <= size:
+        return np.arange(labels.size)
+    clusters, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    take = _cell_shares(counts, max(size, clusters.size))
+    rows = [rng.choice(np.flatnonzero(inverse == c), take[c], replace=False)
+            for c in range(clusters.size)]
+    return np.sort(np.concatenate(rows))
 
 
 # Cells of a stratified sample (fit_sample with X): each of a few clusters spans several cells, and

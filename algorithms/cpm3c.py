@@ -96,7 +96,8 @@ from algorithms.selection.candidates import (
 AUTO_WIDTH_MULTIPLE = 2.0
 # The paper's setting: linear kernel (the bounding-box width where "rbf" is asked for) and k-means
 # starts; reproductions of the paper's tables run with it.
-PAPER_SETTING = {"kernel": "linear", "gamma": "paper", "init": "k-means", "supervised_start": False}
+PAPER_SETTING = {"kernel": "linear", "gamma": "paper", "init": "k-means", "supervised_start": False,
+                 "portfolio": False}
 
 # ---------------------------------------------------------------------------------------------
 # The dual of the QP (20): a small dense QP over the working set
@@ -950,6 +951,11 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         empties fewer. ``PAPER_SETTING`` turns it off.
     normalize : {"none", "l2"}, default="none"
         Row preprocessing before the kernel map: "l2" scales every point to unit norm.
+    portfolio : bool, default=True
+        Keep the best, by the margin, of this partition and the portfolio's candidates
+        (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
+        False keeps the method's own, as in its paper.
+
     random_state : int or None, default=None
         Seeds the k-means runs, the Nystrom landmarks and the sampled ``sigma_0``.
 
@@ -1018,6 +1024,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         supervised_start: bool = True,
         n_restarts: int = 1,
         normalize: str = "none",
+        portfolio: bool = True,
         random_state: int | None = None,
         n_components: int | str = DEPRECATED,
         class_balance: float | str = DEPRECATED,
@@ -1041,6 +1048,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.supervised_start = supervised_start
         self.n_restarts = n_restarts
         self.normalize = normalize
+        self.portfolio = portfolio
         self.random_state = random_state
         self.n_components = n_components
         self.class_balance = class_balance
@@ -1186,6 +1194,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.n_iter_ = int(result.n_iter)
         self.n_cccp_iter_ = int(result.n_cccp)
         self.n_constraints_ = int(result.n_constraints)
+        self._keep_portfolio_partition(given, progress, step + 1)
         report(progress, step + 1, self.objective_, "done")
         return self
 
@@ -1217,18 +1226,26 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         For two clusters (binary form, ``f = w.x + b``) the scores are ``(-f/2, f/2)``, the
         Crammer-Singer pair with ``w_1 = -w_0`` that has the same labels and margins.
         """
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)[1]
         return self._pair_form(self._scores(X))
+
+    def _decision_form(self, values: np.ndarray) -> np.ndarray:
+        return self._pair_form(values[:, None] if values.ndim == 1 else values)
 
     @staticmethod
     def _pair_form(F: np.ndarray) -> np.ndarray:
         return np.hstack([-F / 2, F / 2]) if F.shape[1] == 1 else F
 
     def predict(self, X) -> np.ndarray:
-        """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the paper's rule."""
-        return labels_from_scores(self._scores(X))
+        """``argmax_p w_p.x + b_p`` (binary: ``w.x + b > 0``), the paper's rule (the portfolio
+        partition's SVM where that was kept)."""
+        return self.predict_with_decision(X)[0]
 
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one evaluation of the scores."""
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)
         F = self._scores(X)
         return labels_from_scores(F), self._pair_form(F)
 

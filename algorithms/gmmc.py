@@ -586,7 +586,8 @@ def learn_kernel_weights(
 
 # The paper's setting (section 4): the width at 20 % of the distance range and the plain
 # Laplacian; reproductions of the paper's tables run with it.
-PAPER_SETTING = {"gamma": "paper", "degree_regularization": 0.0, "spectral_candidate": False}
+PAPER_SETTING = {"gamma": "paper", "degree_regularization": 0.0, "spectral_candidate": False,
+                 "portfolio": False}
 
 
 class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -658,6 +659,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         smaller one. The out-of-sample SVM trained on the sample's labels then labels every
         point, in time and memory linear in n; the dense n x n Laplacians and the solver grow
         quadratically and faster. None: always every point.
+    portfolio : bool, default=True
+        Keep the best, by the margin, of this partition and the portfolio's candidates
+        (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
+        False keeps the method's own, as in its paper.
+
     random_state : int or None, default=None
         Seeds the sample, the random starting factor and the spectral partition.
     guide : clustering estimator or None, default=None
@@ -752,6 +758,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         C: float = 100.0,
         spectral_candidate: bool = True,
         exact_max_n: int | None = 800,
+        portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
     ):
@@ -773,6 +780,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.C = C
         self.spectral_candidate = spectral_candidate
         self.exact_max_n = exact_max_n
+        self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
 
@@ -790,6 +798,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         with small_problem_threads():
             step = self._fit(X if sample is None else X[sample], progress)
         self._label_every_point(X, sample, progress, step + 1)
+        self._keep_portfolio_partition(X, progress, step + 2)
         return self
 
     def _fit(self, X: np.ndarray, progress: ProgressCallback | None) -> int:
@@ -925,7 +934,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         split by (10) over its points.
         """
         guide = guide_partition(X, self.n_clusters_,
-                                self.guide if self.guide is not None else CPM3C(),
+                                self.guide if self.guide is not None else CPM3C(portfolio=False),
                                 check_random_state(self.random_state), progress)
         solutions: list[GMMCSolution] = []
 
@@ -960,8 +969,11 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     # -- prediction -------------------------------------------------------------------------------
     def decision_function(self, X) -> np.ndarray:
-        """SVM decision value on the learned kernel; positive means cluster 1."""
+        """SVM decision value on the learned kernel; positive means cluster 1 (the portfolio
+        partition's SVM where that was kept)."""
         check_is_fitted(self, "classifier_")
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)[1]
         X = validate_data(self, as_float_matrix(X), reset=False)
         expansions, reaches = zip(*(term.expansion(X) for term in self.classifier_), strict=True)
         return with_intercept(sum(expansions), sum(reaches), self.classifier_[0].intercept)
@@ -972,6 +984,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)
         decision = self.decision_function(X)  # checks fitted first: NotFittedError
         return self.classifier_[0].labels_from_decision(decision).astype(np.int64), decision
 

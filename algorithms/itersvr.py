@@ -354,7 +354,7 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 
 # The paper's setting (section 4): the bounding-box width and k-means starts; reproductions of the
 # paper's tables run with it.
-PAPER_SETTING = {"gamma": "paper", "init": "k-means"}
+PAPER_SETTING = {"gamma": "paper", "init": "k-means", "portfolio": False}
 
 
 class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -397,6 +397,11 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         on the sample (section 3.2.1); "auto" is exact up to ``exact_max_n`` points.
     exact_max_n : int, default=1500
         Largest n clustered exactly, and the sample size above it.
+    portfolio : bool, default=True
+        Keep the best, by the margin, of this partition and the portfolio's candidates
+        (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
+        False keeps the method's own, as in its paper.
+
     random_state : int or None, default=None
         Seed of the k-means starts and of the sample; an int makes fits reproducible.
     guide : clustering estimator or None, default=None
@@ -460,6 +465,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         max_iter: int = 50,
         solver: str = "auto",
         exact_max_n: int = 1500,
+        portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
     ):
@@ -475,6 +481,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.solver = solver
         self.exact_max_n = exact_max_n
+        self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
 
@@ -497,7 +504,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
         if self.init != "spectral" or self.n_clusters_ == 2:
             return None
-        guide = self.guide if self.guide is not None else CPM3C()
+        guide = self.guide if self.guide is not None else CPM3C(portfolio=False)
         return guide_partition(X, self.n_clusters_, guide, rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
@@ -547,6 +554,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self._fit_tree(X, nodes)
         report(progress, step + 1, self.objective_, "trained the out-of-sample SVMs")
         self._label_every_point(X_all, sample, progress, step + 1)
+        self._keep_portfolio_partition(X_all, progress, step + 2)
         return self
 
     def _fit_tree(self, X: np.ndarray, nodes: list[Node]) -> None:
@@ -581,7 +589,10 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return self.predict_with_decision(X)[0]
 
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
-        """``(predict(X), decision_function(X))`` from one evaluation of the tree's SVMs."""
+        """``(predict(X), decision_function(X))`` from one evaluation of the tree's SVMs (of
+        the portfolio partition's SVM where that was kept)."""
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)
         values = self._node_values(X)
         scores = _path_margins(values, self.tree_, self.n_clusters_)
         labels = np.argmax(scores, axis=1).astype(np.int64)

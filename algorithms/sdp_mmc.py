@@ -459,7 +459,8 @@ class _TwoClassFit:
 
 # The thesis's setting: its median-distance width and the multi-class SDP (4.8); reproductions of
 # the thesis's tables run with it.
-PAPER_SETTING = {"gamma": "paper", "multiclass": "joint", "spectral_candidate": False}
+PAPER_SETTING = {"gamma": "paper", "multiclass": "joint", "spectral_candidate": False,
+                 "portfolio": False}
 
 
 # Fitted attributes only some fits set (solver, rounding, k); reported with the result.
@@ -535,6 +536,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
     max_iter : int, default=20000
         cvxpy solver iterations.
+    portfolio : bool, default=True
+        Keep the best, by the margin, of this partition and the portfolio's candidates
+        (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
+        False keeps the method's own, as in its paper.
+
     random_state : int or None, default=None
         Seeds randomized rounding and the k-means of multi-class recovery.
     guide : clustering estimator or None, default=None
@@ -627,6 +633,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         solver: str = "lowrank",
         tol: float = 1e-3,
         max_iter: int = 20000,
+        portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
         beta: float | str = DEPRECATED,
@@ -646,6 +653,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
+        self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
         self.beta = beta
@@ -714,6 +722,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if sample is not None and given is not None:  # given labels stand, as in an exact fit
             known = given >= 0
             self.labels_[known] = given[known]
+        self._keep_portfolio_partition(X_all, progress, last_step + 3,
+                                       partial_labels=given is not None)
         return self
 
     def _fit_two_class(self, X: np.ndarray, K_raw: np.ndarray, labels, progress) -> None:
@@ -816,7 +826,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """
         rng = check_random_state(self.random_state)
         guide = guide_partition(X, self.n_clusters_,
-                                self.guide if self.guide is not None else CPM3C(), rng,
+                                self.guide if self.guide is not None
+                                else CPM3C(portfolio=False), rng,
                                 progress, step=1)
         splits: list[_TwoClassFit] = []
 
@@ -920,6 +931,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     def decision_function(self, X) -> np.ndarray:
         """SVM decision values: (n,) for two clusters (positive = cluster 1), else (n, k)."""
         check_is_fitted(self, "classifier_")
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)[1]
         X = validate_data(self, as_float_matrix(X), reset=False)
         return self.classifier_.decision_function(X)
 
@@ -929,6 +942,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def predict_with_decision(self, X) -> tuple[np.ndarray, np.ndarray]:
         """``(predict(X), decision_function(X))`` from one kernel evaluation."""
+        if self.partition_model_ is not None:
+            return self._partition_predict(X)
         decision = self.decision_function(X)
         return self.classifier_.labels_from_decision(decision).astype(np.int64), decision
 

@@ -799,6 +799,11 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``exact_max_n`` points. ``p`` is the same share of points either way.
     exact_max_n : int, default=2000
         Largest n fitted exactly, and the sample size above it.
+    portfolio : bool, default=True
+        Keep the best, by the margin, of this partition and the portfolio's candidates
+        (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
+        False keeps the method's own, as in its paper.
+
     random_state : int, RandomState or None, default=None
         Draws the sample.
 
@@ -893,6 +898,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         max_iter: int = 200,
         solver: str = "auto",
         exact_max_n: int = SAMPLE_SIZE,
+        portfolio: bool = True,
         random_state: int | np.random.RandomState | None = None,
     ):
         self.n_clusters = n_clusters
@@ -909,6 +915,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.max_iter = max_iter
         self.solver = solver
         self.exact_max_n = exact_max_n
+        self.portfolio = portfolio
         self.random_state = random_state
 
     def _start_p(self, n: int) -> float:
@@ -974,6 +981,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     progress, step, self.objective_,
                     f"labelled {done:,} of {total:,} points inside the contours"))
             self.outliers_ = np.flatnonzero(~inside)
+        if self.n_clusters is not None:  # a k asked for: the candidates' k
+            self._keep_portfolio_partition(X_input, progress, max(len(self.schedule_), 1) + 1,
+                                           n_clusters=k)
         return self
 
     def _schedule(self, X, k, p, args, progress, first_step: int = 0):
@@ -1039,14 +1049,22 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return X if self.components_ is None else X @ self.components_.T
 
     def decision_function(self, X) -> np.ndarray:
-        """``R^2 - R^2(x)`` by (13)-(14): positive inside the sphere (inside a cluster contour)."""
+        """``R^2 - R^2(x)`` by (13)-(14): positive inside the sphere (inside a cluster contour).
+        Where the portfolio's partition was kept, the decision values of its SVM instead."""
+        if self.partition_model_ is not None:
+            check_is_fitted(self, "support_vectors_")
+            return self._partition_predict(X)[1]
         X = self._centered(X)
         return self._sphere.radius**2 - self._sphere.squared_radius_of(X)
 
     def predict(self, X) -> np.ndarray:
         """Inside the sphere: the cluster of a support vector joined by an inside segment (19)
         among the ``n_neighbors`` nearest; outside: the nearest stored point's cluster, or -1
-        with ``bounded_svs="outlier"``."""
+        with ``bounded_svs="outlier"``. Where the portfolio's partition was kept, its SVM's
+        labels."""
+        if self.partition_model_ is not None:
+            check_is_fitted(self, "support_vectors_")
+            return self._partition_predict(X)[0]
         return self._labels_and_inside(X)[0]
 
     def _labels_and_inside(self, X, on_rows: Callable[[int, int], None] | None = None

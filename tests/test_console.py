@@ -117,6 +117,9 @@ def test_console_uploads_a_csv_follows_the_job_and_shows_its_plot_and_labels(
         assert page.locator("#job-history tr").count() >= 2
         assert "not recorded" not in page.locator("#job-history").inner_text()
         assert page.locator("#job-warnings li").count() >= 1
+        # The partition kept among the portfolio's candidates, and every candidate's score.
+        summary = page.locator("#job-summary").inner_text()
+        assert "partition kept" in summary and "itersvr:" in summary
 
         with page.expect_download() as download_info:
             page.click("#download-labels")

@@ -267,7 +267,8 @@ def test_balance_holds_for_every_pair_of_biases_though_only_violated_pairs_are_r
     # spread of all k biases, max b - min b over the 12 ordered pairs, is exactly the limit.
     X, y = make_blobs([150, 100, 60, 20], centers=[(0, 0), (8, 0), (0, 8), (8, 8)],
                       random_state=0)
-    est = CPM3C(n_clusters=4, kernel="linear", class_balance=balance, random_state=0).fit(X)
+    est = CPM3C(n_clusters=4, kernel="linear", class_balance=balance, portfolio=False,
+                random_state=0).fit(X)
     biases = est.intercept_ + est.coef_ @ X.mean(axis=0)  # b_p in the centred coordinates
     assert np.ptp(biases) == pytest.approx(balance, abs=1e-6)
     assert clustering_error(y, est.labels_) == 0.0

@@ -113,7 +113,7 @@ def test_lowrank_and_scaled_cvxpy_solve_the_same_problem_as_a_direct_solve_of_10
     low_labels = (np.linalg.svd(low.V)[0][:, 0] < 0).astype(int)
     assert _same_partition(labels, low_labels)
     model = GMMC(gamma=0.25, solver="scs", degree_regularization=0.0,
-                 spectral_candidate=False).fit(X)
+                 spectral_candidate=False, portfolio=False).fit(X)
     assert model.objective_ == pytest.approx(value, rel=1e-3)
     assert _same_partition(labels, model.labels_)
 
@@ -172,7 +172,7 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
     # the margin objective prefers the spectral partition on three rows (jointed circles 10 %,
     # two Gaussians 3.75 %, digits 8-9 10.2 %).
     model = GMMC(gamma="paper", width_fraction=fraction, spectral_candidate=False,
-                 random_state=0).fit(X)
+                 portfolio=False, random_state=0).fit(X)
     error = 100 * clustering_error(y, model.labels_)
     assert error <= bound + 1e-9
     assert model.solver_status_ == "optimal", model.warnings_
@@ -366,9 +366,10 @@ def test_regularized_degrees_split_no_handful_of_outliers_off():
 
     cancer = next(s for s in public_sets() if s.name.startswith("breast cancer"))
     # (10)'s labels alone (the spectral candidate would replace both splits).
-    plain = GMMC(degree_regularization=0.0, spectral_candidate=False, random_state=0).fit(cancer.X)
+    plain = GMMC(degree_regularization=0.0, spectral_candidate=False, portfolio=False,
+                 random_state=0).fit(cancer.X)
     assert np.bincount(plain.labels_).min() <= 5
-    model = GMMC(spectral_candidate=False, random_state=0).fit(cancer.X)
+    model = GMMC(spectral_candidate=False, portfolio=False, random_state=0).fit(cancer.X)
     assert np.bincount(model.labels_).min() >= 0.4 * cancer.X.shape[0]
     assert adjusted_rand_score(cancer.y, model.labels_) >= 0.55
 

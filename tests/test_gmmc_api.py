@@ -12,7 +12,7 @@ def test_gmmc_kernel_learning_job_runs_on_the_slow_queue_and_its_model_predicts(
     X, y = two_jointed_circles()
     payload = {"algorithm": {"name": "gmmc",
                              "params": {"kernel_learning": True, "random_state": 0,
-                                        "degree_regularization": 0.0}},
+                                        "degree_regularization": 0.0, "portfolio": False}},
                "data": {"X": X.tolist()}}
     job = submit_job(service_url, payload)
     assert job["queue"] == "slow"

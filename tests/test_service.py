@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 from redis import Redis
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import load_digits, make_blobs, make_moons
 
 from algorithms.base import clustering_error, npz_bytes_to_arrays
 from algorithms.registry import REGISTRY, model_from_export
@@ -67,7 +67,9 @@ def digits_3_8():
 @pytest.fixture(scope="module")
 def small_model(service_url):
     """A fitted iterSVR model on 2-D blobs: ``(model_id, n_features)``."""
-    result = run_job(service_url, blobs_payload())
+    # portfolio=False: iterSVR's own tree of SVMs (Genie's partition of these touching blobs
+    # differs from k-means' by one point).
+    result = run_job(service_url, blobs_payload(portfolio=False))
     return result["model_id"], 2
 
 
@@ -129,6 +131,25 @@ def test_digits_3_8_job_over_http_clusters_as_in_the_paper_and_predicts(service_
     assert predicted.json()["labels"] == model.predict(new).tolist()
     info = httpx.get(f"{service_url}/v1/models/{result['model_id']}").json()
     assert info["algorithm"] == "itersvr" and info["n_features_in"] == 64
+
+
+def test_result_names_the_partition_kept_and_every_candidate_score(service_url):
+    # Two moons beside a blob: the method's partition is weighed against the portfolio's
+    # (algorithms.selection.portfolio); the winner and every score come back in the extras.
+    X, _ = make_moons(n_samples=200, noise=0.05, random_state=0)
+    X = np.vstack([X, make_blobs(n_samples=60, centers=[[4.0, 0.0]], cluster_std=0.2,
+                                 random_state=0)[0]])
+    result = run_job(service_url, {"algorithm": {"name": "itersvr", "params": {
+        "n_clusters": 3, "random_state": 0}}, "data": {"X": X.tolist()}})
+    extras = result["extras"]
+    assert extras["candidate"] in extras["candidate_scores"]
+    assert len(extras["candidate_scores"]) >= 3  # distinct partitions, each scored once
+    scores = extras["candidate_scores"]
+    assert scores[extras["candidate"]] == min(scores.values())
+    predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
+                           json={"X": X.tolist()})
+    assert predicted.status_code == 200, predicted.text
+    assert predicted.json()["labels"] == result["labels"]
 
 
 def _npy_bytes(X: np.ndarray) -> bytes:

@@ -17,7 +17,8 @@ def iris_two_components():
 
 def test_svc_job_finds_three_iris_clusters_and_its_model_predicts(service_url):
     X, y = iris_two_components()
-    payload = {"algorithm": {"name": "svc", "params": {"n_clusters": 3, "gamma": "auto"}},
+    payload = {"algorithm": {"name": "svc", "params": {"n_clusters": 3, "gamma": "auto",
+                                                       "portfolio": False}},
                "data": {"X": X.tolist()}}
     result = run_job(service_url, payload, timeout=180)
     labels = np.asarray(result["labels"])

@@ -100,6 +100,13 @@ GammaParam = Annotated[
 RandomStateParam = Annotated[
     int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
 ]
+PortfolioParam = Annotated[bool, Field(description=(
+    "Keep, among the method's own partition and the candidate partitions of other families "
+    "(Genie at three Gini thresholds, a Gaussian mixture, k-means, kNN spectral at two "
+    "neighbourhood sizes), the one of the best margin score "
+    "(algorithms.selection.portfolio); where a candidate wins, the out-of-sample model is "
+    "the SVM trained on it. False: the method's own partition, as in its paper. Ignored when "
+    "partial labels are given."))]
 # How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
 # ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
 # and sampled above ("auto").

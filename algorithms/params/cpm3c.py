@@ -14,6 +14,7 @@ from algorithms.params.common import (
     KernelParam,
     MaxClusters,
     NClustersOrAuto,
+    PortfolioParam,
     RandomStateParam,
     Renames,
 )
@@ -98,4 +99,5 @@ class CPM3CParams(AlgorithmParams):
     normalize: Literal["none", "l2"] = Field(
         "none", description="Row preprocessing: 'l2' scales every point to unit Euclidean norm."
     )
+    portfolio: PortfolioParam = True
     random_state: RandomStateParam = None

@@ -11,6 +11,7 @@ from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
     MaxClusters,
     NClustersOrAuto,
+    PortfolioParam,
     PositiveFloat,
     RandomStateParam,
     SampledFitParams,
@@ -74,6 +75,7 @@ class GMMCParams(SampledFitParams):
         "exact_max_n points stratified over k-means cells of the data, and every point is "
         "labelled by the out-of-sample SVM. null: always every point.",
     )
+    portfolio: PortfolioParam = True
     random_state: RandomStateParam = None
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from algorithms.params.common import (
     KernelParam,
     MaxClusters,
     NClustersOrAuto,
+    PortfolioParam,
     RandomStateParam,
     SampleSolver,
 )
@@ -58,4 +59,5 @@ class IterSVRParams(AlgorithmParams):
         1500, ge=2, le=20000,
         description="Largest n clustered exactly; the sample size above it.",
     )
+    portfolio: PortfolioParam = True
     random_state: RandomStateParam = None

@@ -16,6 +16,7 @@ from algorithms.params.common import (
     KernelParam,
     MaxClusters,
     NClustersOrAuto,
+    PortfolioParam,
     RandomStateParam,
     Renames,
     SampledFitParams,
@@ -89,6 +90,7 @@ class SDPMMCParams(SampledFitParams):
     tol: float = Field(1e-3, gt=0, le=1e-1,
                        description="Solver tolerance (lowrank: relative gap and infeasibility).")
     max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
+    portfolio: PortfolioParam = True
     random_state: RandomStateParam = None
 
 

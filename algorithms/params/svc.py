@@ -14,6 +14,7 @@ from algorithms.params.common import (
     AlgorithmParams,
     MaxClusters,
     NClustersAutoOrNone,
+    PortfolioParam,
     PositiveFloat,
     RandomStateParam,
     SampleSolver,
@@ -110,6 +111,7 @@ class SupportVectorClusteringParams(AlgorithmParams):
         SAMPLE_SIZE, ge=2, le=20000,
         description="Largest n fitted exactly; the sample size above it.",
     )
+    portfolio: PortfolioParam = True
     random_state: RandomStateParam = None
 
     @model_validator(mode="after")

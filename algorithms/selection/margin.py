@@ -18,9 +18,11 @@ candidate of a two-class fit. The candidates are not held to the relaxation's ba
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 
@@ -31,6 +33,11 @@ from algorithms.selection.candidates import partition_key, spectral_partition
 # tolerance: omega is then within a few per cent of its exact value at a fraction of the cost.
 MARGIN_SAMPLE_SIZE = 1000
 MARGIN_TOL = 1e-3
+# Passes of liblinear's dual coordinate descent when candidates are compared: on a labeling
+# that cuts through clusters the descent crawls for thousands of passes at C = 100, while the
+# primal value at the w of a thousand passes is within about one per cent of the limit (an
+# upper bound on omega either way), far less than the gaps between the candidates it ranks.
+MARGIN_MAX_PASSES = 1000
 # Relative diagonal at which the factor of the centred kernel stops: below it a direction adds
 # nothing to any margin at the betas in use.
 FEATURE_RANK_TOL = 1e-10
@@ -60,17 +67,20 @@ def kernel_features(K: np.ndarray) -> np.ndarray:
 
 
 def two_class_margin_objective(Z: np.ndarray, y: np.ndarray, beta: float,
-                               tol: float = 1e-5) -> float:
+                               tol: float = 1e-5, max_passes: int = 20000) -> float:
     """``omega(yy^T)`` of (3.1) without bias: the hinge-loss SVM ``min beta/2 ||w||^2 + sum xi``
     on kernel features ``Z`` (``Z Z^T = K``), solved by liblinear's dual coordinate descent with
-    ``C = 1/beta``, no intercept and stopping tolerance ``tol``, then scaled by ``beta`` (the
-    primal value at liblinear's ``w``: an upper bound, exact as ``tol -> 0``). The coordinate
+    ``C = 1/beta``, no intercept, stopping tolerance ``tol`` and at most ``max_passes`` passes,
+    then scaled by ``beta`` (the primal value at liblinear's ``w``: an upper bound, exact as
+    ``tol -> 0``). The coordinate
     order is fixed so that the same labeling always gets the same value, and comparisons
     between roundings do not flicker."""
     C = 1.0 / beta
-    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=tol, max_iter=20000,
-                    random_state=0)
-    svm.fit(Z, y)
+    svm = LinearSVC(C=C, loss="hinge", fit_intercept=False, dual=True, tol=tol,
+                    max_iter=max_passes, random_state=0)
+    with warnings.catch_warnings():  # a capped descent: its value is still an upper bound
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        svm.fit(Z, y)
     w = svm.coef_[0]
     return beta * (0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - y * (Z @ w)).sum()))
 
@@ -126,7 +136,8 @@ def lowest_margin_labeling(K_raw: np.ndarray, candidates: dict[str, np.ndarray],
     except ValueError:  # a sample of one repeated point: no self-similarity to score by
         return MarginChoice(distinct[first], first, {})
     Z = kernel_features(K)
-    objectives = {name: two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL)
+    objectives = {name: two_class_margin_objective(Z, y, beta, tol=MARGIN_TOL,
+                                                   max_passes=MARGIN_MAX_PASSES)
                   for name, y in signs.items()}
     chosen = min(objectives, key=objectives.__getitem__)  # the first of equal values
     return MarginChoice(distinct[chosen], chosen, objectives)

@@ -245,6 +245,9 @@ function jobPage() {
     facts(document.getElementById("job-summary"), [
       ["clusters", Object.entries(counts).map(([k, n]) => `${k}: ${n}`).join(", ")],
       ["objective", extras.objective ?? ""], ["iterations", extras.n_iter ?? ""],
+      ["partition kept", extras.candidate ?? "the method's own"],
+      ["candidate scores (lower is better)", Object.entries(extras.candidate_scores || {})
+        .map(([name, value]) => `${name}: ${Number(value).toPrecision(4)}`).join(", ")],
       ["model", result.model_id],
     ]);
     const warnings = result.warnings || [];

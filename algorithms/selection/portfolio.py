@@ -1,0 +1,240 @@
+"""A portfolio of candidate k-partitions from several families, and the margin criterion that
+chooses among them.
+
+No single clusterer wins on every kind of data: the minimum spanning tree (Genie) follows thin
+and curved clusters, Gaussian mixtures unbalanced and overlapping ellipsoids, k-means compact
+blobs, the kNN graph's spectral partition manifolds. Maximum margin clustering gives a criterion
+that none of them optimises and that can compare their answers: the partition whose clusters are
+separated by the widest soft margins. Each candidate is scored by the sum of its one-vs-rest
+soft-margin objectives,
+
+    ``score(P) = sum_c omega(c vs rest)``,
+
+``omega`` the objective of Xu's thesis (2007, eq. (3.1)) without bias on the centred kernel
+scaled to unit mean self-similarity, with the squared hinge of the L2-SVM (whose primal Newton
+solver is fast whatever the overlap), computed for every candidate on one random sample of
+points and one local-scaling RBF kernel, represented by its leading eigenvectors. The candidate
+of the lowest score is kept. A cluster of a few outliers is cheap to cut off by a margin, but
+the rest of the data then has one cluster fewer to separate its groups with, and a cluster of
+very few points costs ``||w||^2`` of its own; how the rule fares, on public and held-out data,
+is measured by ``benchmarks/battery.py`` (``docs/battery.md``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+from sklearn.svm import LinearSVC
+from sklearn.utils import check_random_state
+
+from algorithms.kernels import local_scaling_gamma, pairwise_kernel
+from algorithms.selection.candidates import (
+    kmeans_labels,
+    nearest_centre,
+    partition_key,
+    spectral_partition,
+)
+from algorithms.selection.genie import (
+    GINI_THRESHOLDS,
+    genie_labels_from_tree,
+    minimum_spanning_tree,
+)
+from algorithms.selection.margin import margin_kernel
+from algorithms.threads import small_problem_threads
+
+# The kNN graph sizes of the spectral candidates: scikit-learn's default, and a wider graph
+# that bridges gaps in sparse clusters.
+SPECTRAL_NEIGHBORS = (10, 30)
+# Candidates are built on at most this many points (a random sample beyond, every other point
+# joining the cluster of its nearest sampled point) and scored on at most SCORE_SAMPLE_SIZE.
+PORTFOLIO_SAMPLE_SIZE = 5000
+SCORE_SAMPLE_SIZE = 600
+# The kernel's leading eigenvectors that represent it in the SVMs of the score: they hold nearly
+# all of its trace on a sample of this size, at a fraction of the cost of every direction.
+SCORE_RANK = 200
+# The margin's trade-off, beta = 1 / C, as in the selection of the methods' own candidates.
+SCORE_C = 100.0
+GMM_INIT = 3
+
+
+@dataclass
+class PortfolioChoice:
+    """The kept partition (labels ``0..k-1``), the name of its candidate, and the score of every
+    distinct candidate (lower is better); ``repeats`` maps a candidate that repeats an earlier
+    one's partition to that one's name (it was not scored again)."""
+
+    labels: np.ndarray
+    chosen: str
+    scores: dict[str, float]
+    repeats: dict[str, str] = field(default_factory=dict)
+
+
+def _on_sample(X, n_clusters: int, rng, build: Callable[[np.ndarray], np.ndarray]
+               ) -> np.ndarray:
+    """``build(X)`` on all of ``X`` up to ``PORTFOLIO_SAMPLE_SIZE`` points; above, on a uniform
+    sample, every other point taking the cluster of its nearest cluster centre."""
+    n = X.shape[0]
+    if n <= PORTFOLIO_SAMPLE_SIZE:
+        return build(X)
+    sample = np.sort(rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
+    labels = build(X[sample])
+    centres = np.stack([X[sample[labels == c]].mean(axis=0) for c in range(n_clusters)])
+    result = nearest_centre(X, centres)
+    result[sample] = labels
+    return result
+
+
+def gmm_labels(X: np.ndarray, n_clusters: int, random_state=None) -> np.ndarray:
+    """A Gaussian mixture's labels (full covariances, ``GMM_INIT`` starts)."""
+    with small_problem_threads(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mixture = GaussianMixture(n_clusters, covariance_type="full", n_init=GMM_INIT,
+                                  reg_covar=1e-6, random_state=random_state)
+        return mixture.fit(X).predict(X)
+
+
+def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
+                         ) -> dict[str, np.ndarray]:
+    """The portfolio's k-partitions of dense ``X``, by name: Genie at each of
+    ``GINI_THRESHOLDS`` (one spanning tree for all), a Gaussian mixture, k-means, and the
+    spectral partition of the kNN graph at each of ``SPECTRAL_NEIGHBORS``."""
+    rng = check_random_state(random_state)
+    X = np.asarray(X, dtype=np.float64)
+    candidates: dict[str, np.ndarray] = {}
+    n = X.shape[0]
+    sample = None if n <= PORTFOLIO_SAMPLE_SIZE else np.sort(
+        rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
+    base = X if sample is None else X[sample]
+    tree = minimum_spanning_tree(base)
+    for threshold in GINI_THRESHOLDS:
+        labels = genie_labels_from_tree(tree, base.shape[0], n_clusters, threshold)
+        candidates[f"genie_{threshold:g}"] = _extend(X, sample, labels, n_clusters)
+    candidates["gmm"] = _on_sample(X, n_clusters, rng, lambda Z: gmm_labels(
+        Z, n_clusters, rng.randint(2**31 - 1)))
+    candidates["kmeans"] = kmeans_labels(X, n_clusters, random_state=rng.randint(2**31 - 1))[0]
+    for neighbors in SPECTRAL_NEIGHBORS:
+        candidates[f"spectral_{neighbors}"] = spectral_partition(
+            X, n_clusters, n_neighbors=neighbors, random_state=rng)
+    return candidates
+
+
+def _extend(X: np.ndarray, sample: np.ndarray | None, labels: np.ndarray, n_clusters: int
+            ) -> np.ndarray:
+    """Labels of a sample's partition for every point: a sampled point keeps its own, every
+    other point takes that of its nearest cluster centre."""
+    if sample is None:
+        return labels
+    centres = np.stack([X[sample[labels == c]].mean(axis=0) for c in range(n_clusters)])
+    result = nearest_centre(X, centres)
+    result[sample] = labels
+    return result
+
+
+def distinct_candidates(candidates: Mapping[str, np.ndarray], n_clusters: int
+                        ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The candidates with ``n_clusters`` clusters, each partition once (the first name that
+    gave it), and the names of those that repeated an earlier one."""
+    distinct: dict[str, np.ndarray] = {}
+    first_with: dict[bytes, str] = {}
+    repeats: dict[str, str] = {}
+    for name, labels in candidates.items():
+        labels = np.asarray(labels)
+        if np.unique(labels).size != n_clusters:
+            continue
+        key = partition_key(labels)
+        if key in first_with:
+            repeats[name] = first_with[key]
+            continue
+        first_with[key] = name
+        distinct[name] = labels
+    return distinct, repeats
+
+
+def score_partitions(X, candidates: Mapping[str, np.ndarray], *, gamma: float | None = None,
+                     C: float = SCORE_C, random_state=None,
+                     sample_size: int = SCORE_SAMPLE_SIZE) -> dict[str, float]:
+    """Each candidate's ``sum_c omega(c vs rest)`` (the module's criterion) on one random
+    sample of at most ``sample_size`` points and one RBF kernel (``gamma`` by local scaling when
+    not given). A candidate of which the sample misses a whole cluster scores ``inf``: a cluster
+    of fewer than about ``n / sample_size`` points is not one the margin can weigh."""
+    rng = check_random_state(random_state)
+    n = X.shape[0]
+    sample = np.arange(n) if n <= sample_size else np.sort(
+        rng.choice(n, sample_size, replace=False))
+    Xs = X[sample].toarray() if sp.issparse(X) else np.asarray(X)[sample]
+    if gamma is None:
+        gamma = local_scaling_gamma(Xs, random_state=rng)
+    Z = leading_features(margin_kernel(pairwise_kernel(Xs, kernel="rbf", gamma=gamma)),
+                         SCORE_RANK)
+    scores = {}
+    for name, labels in candidates.items():
+        labels = np.asarray(labels)
+        on_sample = labels[sample]
+        missed = np.unique(on_sample).size < np.unique(labels).size
+        scores[name] = np.inf if missed else summed_margin(Z, on_sample, 1.0 / C)
+    return scores
+
+
+def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
+    """``Z`` with ``Z Z^T`` the best rank-``rank`` approximation of the PSD ``K``."""
+    values, vectors = linalg.eigh(K, subset_by_index=[max(0, K.shape[0] - rank),
+                                                      K.shape[0] - 1])
+    return vectors * np.sqrt(np.maximum(values, 0.0))
+
+
+def squared_hinge_margin(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
+    """``omega(y) = min_w beta/2 ||w||^2 + sum_i max(0, 1 - y_i w^T z_i)^2`` on features ``Z``,
+    by liblinear's primal trust-region Newton method (no intercept)."""
+    C = 1.0 / beta
+    svm = LinearSVC(C=C, loss="squared_hinge", dual=False, fit_intercept=False, tol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        w = svm.fit(Z, y).coef_[0]
+    slack = np.maximum(0.0, 1.0 - y * (Z @ w))
+    return beta * (0.5 * float(w @ w) + C * float(slack @ slack))
+
+
+def summed_margin(Z: np.ndarray, labels: np.ndarray, beta: float) -> float:
+    """``sum_c omega(c vs rest)`` over the clusters of ``labels`` (``inf`` for one cluster);
+    for two clusters one SVM serves both sides (``omega`` of ``y`` and ``-y`` agree)."""
+    clusters = np.unique(labels)
+    if clusters.size < 2:
+        return np.inf
+    if clusters.size == 2:
+        return 2.0 * squared_hinge_margin(Z, np.where(labels == clusters[0], 1.0, -1.0), beta)
+    return float(sum(squared_hinge_margin(Z, np.where(labels == c, 1.0, -1.0), beta)
+                     for c in clusters))
+
+
+def choose_partition(X, n_clusters: int, *, extra: Mapping[str, np.ndarray] | None = None,
+                     random_state=None) -> PortfolioChoice:
+    """The portfolio's partition of lowest score: :func:`candidate_partitions` of ``X``
+    (converted to dense), after the caller's own ``extra`` candidates (which win ties), each
+    distinct partition scored once by :func:`score_partitions`."""
+    rng = check_random_state(random_state)
+    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    candidates = dict(extra or {})
+    candidates.update(candidate_partitions(dense, n_clusters, rng))
+    distinct, repeats = distinct_candidates(candidates, n_clusters)
+    if not distinct:
+        raise ValueError(f"no candidate partition has {n_clusters} clusters")
+    if len(distinct) == 1:
+        name, labels = next(iter(distinct.items()))
+        return PortfolioChoice(_renumbered(labels), name, {name: 0.0}, repeats)
+    scores = score_partitions(dense, distinct, random_state=rng)
+    chosen = min(scores, key=scores.__getitem__)
+    return PortfolioChoice(_renumbered(distinct[chosen]), chosen, scores, repeats)
+
+
+def _renumbered(labels: np.ndarray) -> np.ndarray:
+    """Labels ``0..k-1`` numbered by first appearance."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    order = np.argsort(np.argsort(first))
+    return order[inverse].astype(np.int64)

@@ -1,0 +1,127 @@
+"""The candidate partitions of the selection layer: Genie on the minimum spanning tree
+(Gagolewski, Bartoszuk and Cena 2016) on cases checked by hand, and the margin criterion that
+chooses among candidates (algorithms.selection.portfolio)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from algorithms.itersvr import IterSVR
+from algorithms.selection import genie, portfolio
+from algorithms.selection.genie import genie_partition, minimum_spanning_tree
+
+# Two chains of four points (spacing 1) with a gap of 7, and one point 17 beyond the second.
+CHAINS_AND_OUTLIER = np.array([[0.0], [1.0], [2.0], [3.0], [10.0], [11.0], [12.0], [13.0],
+                               [30.0]])
+
+
+def test_mst_of_a_chain_joins_neighbours_and_sorts_by_length():
+    X = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 0.0], [6.0, 0.0]])
+    a, b, length = minimum_spanning_tree(X)
+    edges = {tuple(sorted(edge)) for edge in zip(a.tolist(), b.tolist(), strict=True)}
+    assert edges == {(0, 2), (1, 2), (1, 3)}
+    np.testing.assert_allclose(length, [1.0, 2.0, 3.0])
+
+
+def test_genie_splits_two_chains_at_the_gap():
+    X = np.array([[0.0], [1.0], [2.0], [10.0], [11.0], [12.5]])
+    np.testing.assert_array_equal(genie_partition(X, 2), [0, 0, 0, 1, 1, 1])
+
+
+def test_two_blobs_with_a_bridge_split_at_the_bridge_not_at_a_blob_edge():
+    # Two 3 x 3 grids (spacing 1) joined by a chain of points 1.5 apart that ends 3 short of
+    # the second grid: that edge is the tree's longest, and the chain stays with the first.
+    grid = np.array([[i, j] for i in range(3) for j in range(3)], dtype=float)
+    bridge = np.array([[3.5, 1.0], [5.0, 1.0], [6.5, 1.0]])
+    X = np.vstack([grid, bridge, grid + np.array([9.5, 0.0])])
+    labels = genie_partition(X, 2, gini_threshold=0.3)
+    np.testing.assert_array_equal(labels, [0] * 12 + [1] * 9)
+
+
+def test_gini_threshold_merges_a_singleton_that_single_linkage_keeps_apart():
+    # After the chains form, the sizes are (4, 4, 1): Gini index 6 / (2 * 9) = 0.33. Above a
+    # threshold of 0.3 the next merge must take the singleton (along its edge of 17); at 0.5
+    # the shortest edge left (7) joins the chains, as single linkage (threshold 1) does.
+    np.testing.assert_array_equal(genie_partition(CHAINS_AND_OUTLIER, 2, 0.3),
+                                  [0, 0, 0, 0, 1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(genie_partition(CHAINS_AND_OUTLIER, 2, 0.5),
+                                  [0, 0, 0, 0, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(genie_partition(CHAINS_AND_OUTLIER, 2, 1.0),
+                                  [0, 0, 0, 0, 0, 0, 0, 0, 1])
+
+
+def test_genie_refuses_a_threshold_outside_zero_one_and_too_many_clusters():
+    with pytest.raises(ValueError, match="gini_threshold"):
+        genie_partition(CHAINS_AND_OUTLIER, 2, 1.5)
+    with pytest.raises(ValueError, match="10 clusters of 9 points"):
+        genie_partition(CHAINS_AND_OUTLIER, 10)
+
+
+def test_knn_spanning_tree_joins_its_components_into_one_tree(monkeypatch):
+    # Three far groups: the kNN graph falls apart, and the links between groups join it.
+    X, y = make_blobs(n_samples=[40, 40, 40], centers=[[0, 0], [50, 0], [0, 50]],
+                      cluster_std=0.5, random_state=0)
+    monkeypatch.setattr(genie, "EXACT_MST_MAX_N", 10)
+    a, _, length = minimum_spanning_tree(X)
+    assert a.size == X.shape[0] - 1 and np.all(np.diff(length) >= 0)
+    assert adjusted_rand_score(y, genie_partition(X, 3)) == 1.0
+
+
+def test_candidates_that_repeat_each_other_are_scored_once():
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    renamed = np.array([5, 5, 3, 3, 4, 4])  # the same partition, other cluster names
+    distinct, repeats = portfolio.distinct_candidates(
+        {"first": labels, "second": renamed, "other": np.array([0, 1, 1, 1, 2, 2]),
+         "two_clusters": np.array([0, 0, 0, 1, 1, 1])}, 3)
+    assert list(distinct) == ["first", "other"] and repeats == {"second": "first"}
+
+
+def test_choice_keeps_the_separated_partition_over_a_cut_through_clusters():
+    X, y = make_moons(n_samples=300, noise=0.05, random_state=0)
+    cut = (X[:, 0] > 0.5).astype(int)  # a straight cut through both moons
+    choice = portfolio.choose_partition(X, 2, extra={"straight_cut": cut}, random_state=0)
+    assert choice.chosen != "straight_cut"
+    assert choice.scores[choice.chosen] < choice.scores["straight_cut"]
+    assert adjusted_rand_score(y, choice.labels) == 1.0 > adjusted_rand_score(y, cut) + 0.5
+    assert set(choice.scores) | set(choice.repeats) >= {"straight_cut", "genie_0.3", "kmeans"}
+
+
+def test_outliers_do_not_take_a_cluster_of_their_own():
+    # Three blobs and four far points: a partition that spends a cluster on the far points
+    # (single linkage's) loses to the three blobs.
+    X, y = make_blobs(n_samples=[100, 100, 100], centers=[[0, 0], [8, 0], [4, 7]],
+                      cluster_std=0.8, random_state=1)
+    far = np.array([[30.0, 30.0], [31.0, -28.0], [-29.0, 30.0], [-30.0, -29.0]])
+    X = np.vstack([X, far])
+    choice = portfolio.choose_partition(X, 3, random_state=0)
+    assert adjusted_rand_score(y, choice.labels[:300]) > 0.95
+    assert np.bincount(choice.labels).min() >= 100
+
+
+def test_a_method_keeps_the_candidate_and_predicts_its_labels():
+    X, y = make_moons(n_samples=300, noise=0.05, random_state=0)
+    X = np.vstack([X, X + np.array([0.0, 3.0])])  # four moons, two pairs one above the other
+    y = np.r_[y, y + 2]
+    model = IterSVR(n_clusters=4, random_state=0).fit(X)
+    assert model.candidate_ in model.candidate_scores_
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    assert adjusted_rand_score(y, model.labels_) > 0.95
+    own = IterSVR(n_clusters=4, random_state=0, portfolio=False).fit(X)
+    assert not hasattr(own, "candidate_")
+    meta, arrays = model.to_model()
+    np.testing.assert_array_equal(IterSVR.from_model(meta, arrays).predict(X), model.labels_)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open: the summed one-vs-rest omega has no bias, and on the centred kernel a small cluster "
+    "costs a large ||w||; on separated blobs of 60 and 3 x 180 points it prefers Genie's "
+    "partition at gini 0.1 (13 % error) to the blobs, which every other candidate finds"))
+def test_unequal_separated_blobs_keep_the_partition_every_other_family_finds():
+    centers = [(0.0, 0.0), (8.0, 0.0), (0.0, 8.0), (8.0, 8.0)]
+    X, y = make_blobs(n_samples=[60, 180, 180, 180], centers=centers, cluster_std=0.8,
+                      random_state=0)
+    assert adjusted_rand_score(y, portfolio.gmm_labels(X, 4, random_state=0)) == 1.0
+    assert adjusted_rand_score(y, portfolio.choose_partition(X, 4, random_state=0).labels) == 1.0
