@@ -214,7 +214,8 @@ def main() -> None:
         "# The clustering methods on the benchmark suite",
         "",
         "Written by `python -m benchmarks.battery --data-dir DIR"
-        + (" --heldout" if args.heldout else "") + " --write`"
+        + (" --heldout" if args.heldout else "") + (" --no-auto" if args.no_auto else "")
+        + " --write`"
         f" ({time.strftime('%Y-%m-%d')}, random_state {args.seed},"
         f" {time.perf_counter() - started:.0f} s on 2 cores). Public: the sets of Gagolewski's"
         " Benchmark Suite for Clustering Algorithms"
