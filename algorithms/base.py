@@ -66,9 +66,6 @@ from algorithms.selection.portfolio import choose_partition
 
 MODEL_FORMAT = "mmc-model/1"
 
-# The name of each estimator's own partition among the portfolio's candidates (the API's name).
-PORTFOLIO_NAMES = {"IterSVR": "itersvr", "CPM3C": "cpm3c", "SDPMMC": "sdp_mmc", "GMMC": "gmmc",
-                   "SupportVectorClustering": "svc"}
 # The out-of-sample SVM of a partition adopted from the portfolio: trained on at most this many
 # points, at the C of the margin criterion that chose it.
 PARTITION_MODEL_MAX_N = 2000
@@ -197,10 +194,8 @@ class MMCEstimatorMixin:
     # then answers predict and decision_function.
     partition_model_: KernelExpansionClassifier | None = None
 
-    @property
-    def _portfolio_name(self) -> str:
-        """The name of the method's own partition among the candidates."""
-        return PORTFOLIO_NAMES.get(type(self).__name__, type(self).__name__.lower())
+    # The name of the method's own partition among the candidates (its name in the API).
+    portfolio_name: ClassVar[str]
 
     def _keep_portfolio_partition(self, X, progress: ProgressCallback | None, step: int,
                                   *, partial_labels: bool = False,
@@ -218,7 +213,7 @@ class MMCEstimatorMixin:
         if not self._fit_params.portfolio or partial_labels or sp.issparse(X):
             return
         own = np.asarray(self.labels_)
-        name = self._portfolio_name
+        name = self.portfolio_name
         extra = {name: own} if own.min() >= 0 else {}
         report(progress, step, getattr(self, "objective_", None),
                "scoring the partition against the candidates of other families")
@@ -396,10 +391,7 @@ def _stratified_rows(labels: np.ndarray, size: int, rng: np.random.RandomState) 
     if labels.size <= size:
         return np.arange(labels.size)
     clusters, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    take = _cell_shares(counts, max(size, clusters.size))
-    rows = [rng.choice(np.flatnonzero(inverse == c), take[c], replace=False)
-            for c in range(clusters.size)]
-    return np.sort(np.concatenate(rows))
+    return np.sort(_draw_by_cell(inverse, counts, max(size, clusters.size), rng))
 
 
 # Cells of a stratified sample (fit_sample with X): each of a few clusters spans several cells, and
@@ -444,13 +436,19 @@ def _stratified_draw(X: np.ndarray, size: int, rng: np.random.RandomState) -> np
 
     cells = MiniBatchKMeans(SAMPLE_CELLS, n_init=1, batch_size=4096,
                             random_state=rng).fit_predict(X)
-    counts = np.bincount(cells, minlength=SAMPLE_CELLS)
+    return _draw_by_cell(cells, np.bincount(cells, minlength=SAMPLE_CELLS), size, rng)
+
+
+def _draw_by_cell(cells: np.ndarray, counts: np.ndarray, size: int,
+                  rng: np.random.RandomState) -> np.ndarray:
+    """``size`` row indices, cell by cell (``cells``: each row's cell, ``counts``: the rows of
+    each), each cell's share of them (:func:`_cell_shares`) drawn uniformly within it."""
     take = _cell_shares(counts, size)
     order = np.argsort(cells, kind="stable")
     starts = np.r_[0, np.cumsum(counts)]
     return np.concatenate([
         rng.choice(order[starts[c]:starts[c + 1]], size=take[c], replace=False)
-        for c in range(SAMPLE_CELLS) if take[c]])
+        for c in range(counts.size) if take[c]])
 
 
 def _cell_shares(counts: np.ndarray, size: int) -> np.ndarray:

@@ -998,6 +998,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = CPM3CParams
+    portfolio_name = "cpm3c"
     _result_attributes = (
         *MMCEstimatorMixin._result_attributes, "n_cccp_iter_", "n_constraints_",
     )

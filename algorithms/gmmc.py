@@ -731,6 +731,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = GMMCParams
+    portfolio_name = "gmmc"
     _result_attributes = (
         *MMCEstimatorMixin._result_attributes,
         "gammas_", "duality_gap_", "kernel_gap_", "solver_status_", "candidate_objectives_",

@@ -449,6 +449,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = IterSVRParams
+    portfolio_name = "itersvr"
 
     def __init__(
         self,

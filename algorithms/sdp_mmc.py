@@ -613,6 +613,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = SDPMMCParams
+    portfolio_name = "sdp_mmc"
     _result_attributes = (*MMCEstimatorMixin._result_attributes, *_OPTIONAL_RESULTS)
 
     def __init__(

@@ -876,6 +876,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """
 
     params_model = SupportVectorClusteringParams
+    portfolio_name = "svc"
     _result_attributes = (
         *MMCEstimatorMixin._result_attributes,
         "n_clusters_", "p_", "C_", "radius_", "n_bounded_", "schedule_",

@@ -64,8 +64,7 @@ def peer_labels(name: str, X: np.ndarray, k: int, seed: int) -> np.ndarray:
     if name == "hdbscan":
         from sklearn.cluster import HDBSCAN
 
-        labels = HDBSCAN().fit_predict(X)
-        return labels
+        return HDBSCAN().fit_predict(X)
     raise ValueError(f"unknown peer {name!r}")
 
 

@@ -23,7 +23,7 @@ is measured by ``benchmarks/battery.py`` (``docs/battery.md``).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,21 +76,6 @@ class PortfolioChoice:
     repeats: dict[str, str] = field(default_factory=dict)
 
 
-def _on_sample(X, n_clusters: int, rng, build: Callable[[np.ndarray], np.ndarray]
-               ) -> np.ndarray:
-    """``build(X)`` on all of ``X`` up to ``PORTFOLIO_SAMPLE_SIZE`` points; above, on a uniform
-    sample, every other point taking the cluster of its nearest cluster centre."""
-    n = X.shape[0]
-    if n <= PORTFOLIO_SAMPLE_SIZE:
-        return build(X)
-    sample = np.sort(rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
-    labels = build(X[sample])
-    centres = np.stack([X[sample[labels == c]].mean(axis=0) for c in range(n_clusters)])
-    result = nearest_centre(X, centres)
-    result[sample] = labels
-    return result
-
-
 def gmm_labels(X: np.ndarray, n_clusters: int, random_state=None) -> np.ndarray:
     """A Gaussian mixture's labels (full covariances, ``GMM_INIT`` starts)."""
     with small_problem_threads(), warnings.catch_warnings():
@@ -108,21 +93,28 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
     rng = check_random_state(random_state)
     X = np.asarray(X, dtype=np.float64)
     candidates: dict[str, np.ndarray] = {}
-    n = X.shape[0]
-    sample = None if n <= PORTFOLIO_SAMPLE_SIZE else np.sort(
-        rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
+    sample = _portfolio_sample(X.shape[0], rng)
     base = X if sample is None else X[sample]
     tree = minimum_spanning_tree(base)
     for threshold in GINI_THRESHOLDS:
         labels = genie_labels_from_tree(tree, base.shape[0], n_clusters, threshold)
         candidates[f"genie_{threshold:g}"] = _extend(X, sample, labels, n_clusters)
-    candidates["gmm"] = _on_sample(X, n_clusters, rng, lambda Z: gmm_labels(
-        Z, n_clusters, rng.randint(2**31 - 1)))
+    sample = _portfolio_sample(X.shape[0], rng)  # the mixture's own sample
+    labels = gmm_labels(X if sample is None else X[sample], n_clusters, rng.randint(2**31 - 1))
+    candidates["gmm"] = _extend(X, sample, labels, n_clusters)
     candidates["kmeans"] = kmeans_labels(X, n_clusters, random_state=rng.randint(2**31 - 1))[0]
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
             X, n_clusters, n_neighbors=neighbors, random_state=rng)
     return candidates
+
+
+def _portfolio_sample(n: int, rng: np.random.RandomState) -> np.ndarray | None:
+    """Sorted indices of a uniform sample of ``PORTFOLIO_SAMPLE_SIZE`` of ``n`` points, or None
+    (every point) when there are no more."""
+    if n <= PORTFOLIO_SAMPLE_SIZE:
+        return None
+    return np.sort(rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
 
 
 def _extend(X: np.ndarray, sample: np.ndarray | None, labels: np.ndarray, n_clusters: int
