@@ -25,7 +25,12 @@ from service.limits import AdmissionLimitMiddleware
 from service.methods import MethodsMiddleware
 from service.metrics import MULTIPROCESS_DIRECTORY, Metrics
 from service.model_cache import ModelCache
-from service.problems import Problem, install_problem_handlers, send_problem
+from service.problems import (
+    Problem,
+    body_too_large_detail,
+    install_problem_handlers,
+    send_problem,
+)
 from service.reference import mount_reference
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import ModelImport, PredictRequest, build_job_request_model
@@ -43,9 +48,7 @@ log = logging.getLogger("service")
 
 class BodyTooLarge(StarletteHTTPException):
     def __init__(self, limit: int):
-        super().__init__(413, f"request body exceeds the limit of {limit} bytes "
-                              "(MMC_MAX_BODY_BYTES); upload large data with POST /v1/datasets "
-                              "as .npy, or split it")
+        super().__init__(413, body_too_large_detail(limit))
 
 
 class BodyReadTimeout(StarletteHTTPException):

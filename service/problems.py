@@ -146,14 +146,20 @@ _WHEN = {
     429: "The tenant has MMC_MAX_ACTIVE_JOBS_PER_TENANT queued or running jobs.",
     503: "Redis is unavailable, or this API process is at its request or body limit.",
 }
+def body_too_large_detail(limit: int) -> str:
+    """The 413 detail: the limit, and the route that takes a matrix larger than one body."""
+    return (f"request body exceeds the limit of {limit} bytes (MMC_MAX_BODY_BYTES); send large "
+            "data in parts: POST /v1/datasets/uploads, then PUT each block of rows to "
+            "/v1/datasets/uploads/{id}/parts/{index} and POST /v1/datasets/uploads/{id}/complete")
+
+
 # One problem document per status, as the service writes it, for the API reference.
 _EXAMPLE_DETAIL = {
     401: "send a valid API key as 'Authorization: Bearer <key>' (or in the X-API-Key header)",
     404: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 does not exist or has expired",
     409: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 is running; its outputs exist once it has "
          "succeeded",
-    413: "request body exceeds the limit of 8388608 bytes (MMC_MAX_BODY_BYTES); upload large "
-         "data with POST /v1/datasets as .npy, or split it",
+    413: body_too_large_detail(8388608),
     415: "send the request as application/json, not text/plain",
     422: "body.algorithm.params.n_clusters: Input should be greater than or equal to 2",
     429: "this tenant already has 100 queued or running jobs (MMC_MAX_ACTIVE_JOBS_PER_TENANT); "

@@ -199,11 +199,14 @@ def test_too_many_points_is_a_422_naming_max_n(service_url):
     assert_problem(response, 422, f"max_n={max_n}", str(max_n + 1))
 
 
-def test_body_over_the_limit_is_a_413_problem(service_url):
+def test_body_over_the_limit_is_a_413_problem_that_names_the_upload_route(service_url):
     body = b"[" + b"1.0," * (TEST_MAX_BODY_BYTES // 4) + b"1.0]"
     response = httpx.post(f"{service_url}/v1/jobs", content=body,
                           headers={"content-type": "application/json"})
-    assert_problem(response, 413, "MMC_MAX_BODY_BYTES")
+    assert_problem(response, 413, "MMC_MAX_BODY_BYTES", "POST /v1/datasets/uploads")
+    dataset = httpx.post(f"{service_url}/v1/datasets", content=body,
+                         headers={"content-type": "application/x-npy"})
+    assert_problem(dataset, 413, "POST /v1/datasets/uploads", "/parts/")
 
 
 def test_predict_with_wrong_feature_count_is_a_422(service_url, small_model):
