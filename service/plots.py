@@ -108,15 +108,20 @@ def vectors_figure(X: np.ndarray, labels: np.ndarray, *, title: str,
                    chosen_k: int | None = None) -> Figure:
     """Points coloured by cluster; regions of ``predict`` when ``X`` has two features; beside
     them, for ``n_clusters="auto"``, the prediction strength of every k considered and the k
-    chosen (which a fit may end with fewer clusters than)."""
+    chosen (which a fit may end with fewer clusters than).
+
+    A clusterer's outliers are the points labelled ``outlier_label``: an index of ``outliers``
+    whose point has a cluster (svc's bounded SVs under ``bounded_svs="chain"``) is drawn in that
+    cluster. A classifier (``outlier_label=None``) has a class for every point, and its
+    ``outliers`` (robust_svm's ablated points) are marked over their class."""
     X = np.asarray(X, dtype=float)
     labels = np.asarray(labels)
     n = X.shape[0]
     is_outlier = np.zeros(n, dtype=bool)
     if outlier_label is not None:
         is_outlier |= labels == outlier_label
-    marked = np.asarray([i for i in outliers if 0 <= int(i) < n], dtype=np.int64)
-    is_outlier[marked] = True
+    else:
+        is_outlier[np.asarray([i for i in outliers if 0 <= int(i) < n], dtype=np.int64)] = True
     classes = np.unique(labels[labels != outlier_label] if outlier_label is not None else labels)
     colors = palette(max(len(classes), 1))
     color_index = {value: i for i, value in enumerate(classes.tolist())}

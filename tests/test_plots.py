@@ -75,6 +75,16 @@ def test_outliers_are_marked_from_labels_and_from_the_results_outlier_indices():
     assert "outlier (2)" in text and "class -1 (19)" in text
 
 
+def test_a_clusterers_listed_outliers_that_have_a_cluster_are_counted_in_it():
+    # svc's extras list the points outside the sphere; under bounded_svs="chain" each has a
+    # cluster, so the legend counts 25 + 15 points in clusters and none as an outlier.
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=1)
+    labels = np.repeat([0, 1], [25, 15])
+    text = svg_text(job_plot("svc", X, labels, outliers=list(range(30)))["svg"])
+    assert "cluster 0 (25)" in text and "cluster 1 (15)" in text
+    assert "outlier" not in text
+
+
 def test_sequences_get_a_state_by_position_plot():
     labels = [np.array([0, 0, 1, 1, 0]), np.array([1, 1, 0]), np.array([0, 1, 0, 1])]
     text = svg_text(job_plot("m3n", [np.zeros(5), np.zeros(3), np.zeros(4)], labels)["svg"])
