@@ -402,6 +402,9 @@ class JobStore:
             return None
         return {key.decode(): json.loads(value) for key, value in raw.items()}
 
+    def exists(self, job_id: str) -> bool:
+        return bool(self.redis.exists(Keys.job(job_id)))
+
     def load_input(self, job_id: str) -> dict[str, Any] | None:
         raw = self.redis.get(Keys.job_input(job_id))
         return None if raw is None else json.loads(raw)

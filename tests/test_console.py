@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.datasets import make_blobs
 
 from tests.conftest import TENANT_KEYS
+from tests.helpers import submit_job
 
 BROWSER_TIMEOUT_MS = 120_000
 
@@ -43,11 +44,24 @@ def test_home_page_is_server_rendered_with_the_upload_form_and_no_external_resou
     assert httpx.get(f"{service_url}/ui", timeout=30, follow_redirects=True).url.path == "/"
 
 
-def test_job_page_escapes_the_id_it_is_given(service_url):
+def test_page_of_an_unknown_job_is_a_404_page_that_says_so_and_escapes_the_id(service_url):
     response = httpx.get(f"{service_url}/ui/jobs/\"><b onclick=alert(1)>x", timeout=30)
-    assert response.status_code == 200
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("text/html")
+    assert "does not exist" in response.text and "loading" not in response.text
     assert "<b onclick" not in response.text
     assert "&#34;&gt;&lt;b onclick=alert(1)&gt;x" in response.text
+    missing = httpx.get(f"{service_url}/ui/jobs/{'0' * 32}", timeout=30)
+    assert missing.status_code == 404 and 'id="job-missing"' in missing.text
+
+
+def test_page_of_a_job_is_served_with_its_id(service_url):
+    job = submit_job(service_url, {"algorithm": {"name": "itersvr", "params": {"n_clusters": 2}},
+                                   "data": {"X": [[0.0, 0.0], [0.1, 0.0], [5.0, 5.0],
+                                                       [5.1, 5.0]]}})
+    response = httpx.get(f"{service_url}/ui/jobs/{job['id']}", timeout=30)
+    assert response.status_code == 200
+    assert f'data-job-id="{job["id"]}"' in response.text
 
 
 def test_console_routes_stay_out_of_the_api_document(service_url):

@@ -48,12 +48,12 @@ def uploadable_algorithms() -> list[dict[str, object]]:
     return choices
 
 
-def page(request: Request, template: str, **context) -> HTMLResponse:
+def page(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
     response = templates.TemplateResponse(request, template, {
         "static": STATIC_PATH,
         "auth_required": bool(request.app.state.api_keys),
         **context,
-    })
+    }, status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
     return response
 
@@ -71,6 +71,10 @@ def ui_root():
 
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: str):
+    """The job's page, or a 404 page when no tenant has a job of that id (ids are random, so
+    existence says nothing about whose it is; the script fetches the job with the user's key)."""
+    if not request.app.state.stores.jobs.exists(job_id):
+        return page(request, "job_missing.html", status_code=404, job_id=job_id)
     return page(request, "job.html", job_id=job_id)
 
 

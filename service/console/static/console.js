@@ -289,6 +289,7 @@ function jobPage() {
       if (job.status === "succeeded" && !outputsShown) await showOutputs(job);
     } catch (error) {
       notice(error.status === 401 ? "enter your API key above" : error.message, true);
+      if (error.status === 404) document.getElementById("job-status").textContent = "not found";
       if (error.status !== 404 && (!job || !FINAL.has(job.status))) setTimeout(follow, 3000);
     } finally {
       following = false;
