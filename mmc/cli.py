@@ -244,9 +244,7 @@ def cluster_remote(args: argparse.Namespace) -> int:
                                     **dict(args.param or []))
             meta, arrays = client.export_model(result.model_id)
         except MMCError as exc:
-            print(f"mmc: {exc}", file=sys.stderr)
-            for error in exc.errors:
-                print(f"  {error.get('field')}: {error.get('message')}", file=sys.stderr)
+            print(f"mmc: {exc}", file=sys.stderr)  # the detail names every field to fix
             return 2 if exc.status and 400 <= exc.status < 500 else 1
     prefix = args.output or str(Path(args.file).with_suffix(""))
     write_labels(f"{prefix}.labels.csv", result.labels, isinstance(X, list))
@@ -277,7 +275,11 @@ def cluster(args: argparse.Namespace) -> int:
     try:
         params = spec.parse_params(dict(args.param or []))
     except ValidationError as exc:
-        print(f"mmc: invalid parameters for {spec.name}:\n{exc}", file=sys.stderr)
+        from service.problems import validation_detail, validation_errors
+
+        # The field as the API's 422 names it, so that the message is the same both ways.
+        errors = validation_errors(exc.errors(), ("body", "algorithm", spec.name, "params"))
+        print(f"mmc: {validation_detail(errors)}", file=sys.stderr)
         return 2
     data = load_data_files(args)
     if data is None:

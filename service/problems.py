@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -85,10 +86,13 @@ ID_PATTERNS = {
 }
 
 
-def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+def validation_errors(items: Iterable[Mapping[str, Any]], prefix: Sequence[str] = ()
+                      ) -> list[dict[str, Any]]:
+    """pydantic's error items as the problem document's ``errors[]``: ``field`` the dotted
+    location after ``prefix``, ``message`` what to fix."""
     errors = []
-    for item in exc.errors():
-        loc = [str(part) for part in item.get("loc", ())]
+    for item in items:
+        loc = [*prefix, *(str(part) for part in item.get("loc", ()))]
         message = item.get("msg", "invalid")
         if item.get("type") == "string_pattern_mismatch":
             message = ID_PATTERNS.get(str((item.get("ctx") or {}).get("pattern")), message)
@@ -100,6 +104,14 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     return errors
 
 
+def validation_detail(errors: Sequence[Mapping[str, Any]], shown: int = 5) -> str:
+    """The one-line ``detail`` of a 422: ``field: message`` of the first ``shown`` errors."""
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:shown])
+    if len(errors) > shown:
+        detail += f"; and {len(errors) - shown} more"
+    return detail
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError):
@@ -108,11 +120,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        errors = _validation_errors(exc)
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        if len(errors) > 5:
-            detail += f"; and {len(errors) - 5} more"
-        return problem_response(request, 422, detail, errors=errors)
+        errors = validation_errors(exc.errors())
+        return problem_response(request, 422, validation_detail(errors), errors=errors)
 
     # Every Redis error, not only a lost connection: OOM (maxmemory), READONLY (a failed-over
     # replica), LOADING and BUSY are all "the store cannot take this now", so retry later.

@@ -144,3 +144,20 @@ def test_mmc_predict_names_the_file_it_cannot_use_instead_of_a_traceback(tmp_pat
     assert "bad.json" in capsys.readouterr().err
     assert main(["cluster", str(tmp_path / "missing.csv"), "-a", "svc"]) == 2
     assert "missing.csv" in capsys.readouterr().err
+
+
+def test_mmc_cluster_says_a_bad_parameter_in_one_line_the_same_locally_and_on_a_service(
+        tmp_path, capsys, service_url):
+    data = tmp_path / "points.csv"
+    np.savetxt(data, make_blobs(n_samples=20, random_state=0)[0], delimiter=",")
+    command = ["cluster", str(data), "--algorithm", "itersvr", "--param", "n_cluster=3"]
+    assert main(command) == 2
+    local = capsys.readouterr().err
+    assert main([*command, "--url", service_url]) == 2
+    remote = capsys.readouterr().err
+    api = httpx.post(f"{service_url}/v1/jobs", json={
+        "algorithm": {"name": "itersvr", "params": {"n_cluster": 3}},
+        "data": {"X": [[0.0, 1.0]]}}, timeout=30).json()["detail"]
+    assert "n_cluster" in api and "errors.pydantic.dev" not in local
+    assert local == f"mmc: {api}\n"
+    assert remote == f"mmc: 422 Invalid request: {api}\n"
