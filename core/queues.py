@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from redis import Redis
-from rq import Queue
-from rq.serializers import JSONSerializer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redis import Redis
+    from rq import Queue
 
 # The values of algorithms.registry.QueueName, spelled out so that naming a queue imports no
 # solver (a test checks that they agree); tasks are named, not imported, so that the API enqueues
 # them without importing the worker.
 QUEUE_NAMES: tuple[str, ...] = ("fast", "slow")
-SERIALIZER = JSONSerializer
 RUN_JOB = "worker.tasks.run_job"
 ON_JOB_FAILURE = "worker.tasks.on_failure"
 # Webhook deliveries: served by every worker after its job queues (see worker.main).
@@ -23,5 +24,17 @@ IN_PROCESS = "in_process"
 IN_PROCESS_VALUES_PER_POINT = 20
 
 
+def __getattr__(name: str) -> Any:
+    """``SERIALIZER``, RQ's JSON serializer, imported when first asked for: importing RQ (and
+    redis-py with it) takes a few tenths of a second that naming a queue does not need."""
+    if name == "SERIALIZER":
+        from rq.serializers import JSONSerializer
+
+        return JSONSerializer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def get_queue(name: str, connection: Redis) -> Queue:
-    return Queue(name, connection=connection, serializer=SERIALIZER)
+    from rq import Queue
+
+    return Queue(name, connection=connection, serializer=__getattr__("SERIALIZER"))

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from algorithms.registry import REGISTRY
 from core.settings import Settings, get_settings
 from core.stores import Stores
+from core.version import service_version
 from service.deps import hashed_keys
 from service.jobs import JobService
 from service.json_body import add_component_schemas
@@ -130,7 +131,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     settings = settings or get_settings()
     app = FastAPI(
         title="mmc-service",
-        version="1.0.0",
+        version=service_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url=None,  # served from the package by mount_reference, not from a CDN

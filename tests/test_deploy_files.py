@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from core.queues import QUEUE_NAMES
 from mmc.cli import build_parser
@@ -92,3 +95,20 @@ def test_installs_are_pinned_to_the_versions_ci_tested():
 
     for package in ("rq", "fastapi", "pydantic", "redis", "numpy"):
         assert version(package) == pins[package], package  # the environment under test
+
+
+def test_one_version_from_pyproject_in_the_api_document_the_cli_and_the_image_tag():
+    import tomllib
+
+    from core.version import service_version
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert service_version() == version  # the installed metadata: reinstall after a bump
+    document = json.loads((ROOT / "openapi" / "openapi.json").read_text())
+    assert document["info"]["version"] == version
+    overlay = yaml.safe_load(
+        (ROOT / "deploy/kubernetes/overlays/production/kustomization.yaml").read_text())
+    assert [image["newTag"] for image in overlay["images"]] == [version]
+    command = subprocess.run([sys.executable, "-m", "mmc", "--version"], capture_output=True,
+                             text=True, check=True, cwd=ROOT)
+    assert command.stdout.strip() == f"mmc {version}"

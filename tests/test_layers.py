@@ -32,3 +32,15 @@ def test_the_api_imports_no_estimator_until_one_is_needed():
     assert loaded == "[]", loaded
     # The lazy reference still names a class that exists.
     assert all(spec.estimator.__name__ == spec.estimator_name for spec in REGISTRY.values())
+
+
+def test_mmc_help_imports_none_of_the_commands():
+    # mmc --help and --version build the parser only; each command's modules (the web stack,
+    # redis-py and RQ, numpy and the solvers) load when that command runs.
+    heavy = ["numpy", "redis", "rq", "pydantic", "fastapi", "worker.main", "mmc.serve",
+             "mmc.local"]
+    code = ("import sys, mmc.cli; mmc.cli.build_parser().format_help(); "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert loaded == "[]", loaded

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import multiprocessing
 import os
@@ -28,6 +27,7 @@ from algorithms.selection.n_clusters import compiled_transfer
 from core.jobs import lost_job, record_id
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
+from worker.arguments import build_parser
 from worker.sweeper import Sweeper
 
 
@@ -172,16 +172,6 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
         return worker.work(burst=burst, logging_level="INFO", with_scheduler=True)
     finally:
         sweeper.stop()
-
-
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="mmc worker", description=__doc__)
-    parser.add_argument("--queue", "-q", action="append", choices=QUEUE_NAMES, dest="queues",
-                        help="queue to serve (repeat for several; default: all)")
-    parser.add_argument("--redis-url", default=None, help="default: MMC_REDIS_URL")
-    parser.add_argument("--burst", action="store_true", help="exit when the queues are empty")
-    parser.add_argument("--name", default=None, help="worker name (default: RQ's)")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

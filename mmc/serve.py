@@ -1,0 +1,104 @@
+"""``mmc serve``: an embedded Redis, workers on every queue and the API, supervised as child
+processes of this one (:mod:`mmc.supervisor`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from redis import Redis
+from rq import Worker
+
+from core.queues import QUEUE_NAMES, SERIALIZER
+from core.settings import Settings
+from mmc import processes
+from mmc.supervisor import Child, GaveUpError, Supervisor, say
+
+
+def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_workers: int = 1,
+          *, grace_seconds: float = 30.0, max_quick_crashes: int = 5) -> int:
+    """Start everything and supervise it: a child that dies is restarted (see
+    :mod:`mmc.supervisor`); Ctrl-C or SIGTERM stops everything in order."""
+    env = dict(os.environ)
+    children: list[Child] = []
+    if "MMC_REDIS_URL" not in os.environ:
+        binary = processes.find_redis_server()
+        redis_port = processes.free_port()
+        redis_dir = Path(data_dir).resolve() / "redis"
+        fsync = os.environ.get("MMC_REDIS_APPENDFSYNC", "everysec")
+        children.append(Child("redis", lambda: processes.start_redis(
+            redis_port, redis_dir, binary=binary, appendfsync=fsync), kind="redis"))
+        env["MMC_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
+        say(f"embedded Redis {binary} on port {redis_port}, data in {redis_dir} "
+            f"(appendfsync {fsync})")
+    else:
+        say(f"using Redis at {os.environ['MMC_REDIS_URL']}")
+    n_workers = workers_per_queue * len(QUEUE_NAMES)
+    env.setdefault("MMC_LOCAL_WORKERS", str(n_workers))  # the default per-job memory cap
+    for queue in QUEUE_NAMES:
+        for index in range(workers_per_queue):
+            children.append(worker_child(queue, index + 1, env))
+    children.append(Child("api", lambda: processes.start_api(
+        host, port, env, log_file=sys.stderr, workers=api_workers), kind="api"))
+
+    stop_requested = False
+
+    def request_stop(*_):
+        nonlocal stop_requested
+        stop_requested = True
+
+    # Explicit handlers: a shell may start us with SIGINT ignored (background jobs).
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    supervisor = Supervisor(children, env["MMC_REDIS_URL"], max_quick_crashes=max_quick_crashes)
+    code = 0
+    try:
+        supervisor.start_all()
+        say(f"API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops everything")
+        supervisor.run(lambda: stop_requested)
+        say(f"stopping (running jobs get {grace_seconds:g} s to finish)")
+    except GaveUpError as exc:
+        say(str(exc))
+        code = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        supervisor.stop_all(grace_seconds, lambda pids: settle_stopped_jobs(env, pids))
+    return code
+
+
+def worker_child(queue: str, index: int, env: dict[str, str]):
+    """A supervised worker whose RQ registration is removed when it dies, so ``/readyz`` counts
+    only live workers (RQ would keep a SIGKILLed one listed until its key expires)."""
+    name = f"worker-{queue}-{index}"
+
+    def rq_name(child: Child) -> str:
+        return f"{name}.{os.getpid()}.{len(child.pids)}"
+
+    def start():
+        return processes.start_worker([queue], env, log_file=sys.stderr,
+                                      name=f"{name}.{os.getpid()}.{len(child.pids) + 1}")
+
+    def forget(dead: Child) -> None:
+        redis = Redis.from_url(env["MMC_REDIS_URL"], socket_connect_timeout=0.5, socket_timeout=2)
+        worker = Worker.find_by_key(f"{Worker.redis_worker_namespace_prefix}{rq_name(dead)}",
+                                    connection=redis, serializer=SERIALIZER)
+        if worker is not None:
+            worker.register_death()
+
+    child = Child(name, start, on_exit=forget)
+    return child
+
+
+def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:
+    """Jobs that were still running on the stopped workers end failed or are re-queued (a
+    retry-safe one runs again at the next start) instead of waiting for the sweeper."""
+    from worker.sweeper import settle_jobs_of_workers
+
+    settings = Settings(redis_url=env["MMC_REDIS_URL"])
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=1, socket_timeout=5)
+    for job_id, status in settle_jobs_of_workers(redis, settings, set(worker_pids)):
+        print(f"mmc: job {job_id} was running at shutdown: now {status}", file=sys.stderr,
+              flush=True)
