@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from redis import Redis
 from redis.exceptions import RedisError
+
+from core.lifetime import when_parent_ends
 
 
 def free_port() -> int:
@@ -51,9 +54,11 @@ def start_redis(port: int, directory: str | os.PathLike, *, binary: str | None =
                "--dir", str(directory), "--save", "", "--daemonize", "no",
                "--appendonly", "yes" if appendonly else "no", "--appendfsync", appendfsync,
                "--loglevel", "warning"]
-    # Its own session: a Ctrl-C in the terminal reaches ``mmc serve``, which stops Redis last.
+    # Its own session: a Ctrl-C in the terminal reaches ``mmc serve``, which stops Redis last;
+    # SIGTERM (Redis flushes its append-only file) if this process ends without stopping it.
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=when_parent_ends(signal.SIGTERM))
     client = Redis(port=port, socket_connect_timeout=0.2)
     deadline = time.monotonic() + 10
     while True:
@@ -75,9 +80,11 @@ def start_worker(queues: list[str], env: dict[str, str], *, name: str | None = N
         command += ["--queue", queue]
     if name:
         command += ["--name", name]
+    # SIGKILL if this process ends without stopping it: a SIGTERM would have it finish its job
+    # first (RQ's warm shutdown); its work horse dies with it (worker.main).
     return subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
                             stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=when_parent_ends(signal.SIGKILL))
 
 
 def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
@@ -94,9 +101,11 @@ def start_api(host: str, port: int, env: dict[str, str], *, log_file=None,
             # their sum (service.metrics); removed by stop().
             metrics_directory = tempfile.mkdtemp(prefix="mmc-metrics-")
             env = {**env, "PROMETHEUS_MULTIPROC_DIR": metrics_directory}
+    # SIGTERM if this process ends without stopping it: uvicorn then stops its own processes.
     process = subprocess.Popen(command, env=env, stdout=log_file or subprocess.DEVNULL,
                                stderr=subprocess.STDOUT if log_file else subprocess.DEVNULL,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=when_parent_ends(signal.SIGTERM))
     process.metrics_directory = metrics_directory  # type: ignore[attr-defined]
     return process
 

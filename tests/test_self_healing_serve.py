@@ -245,3 +245,42 @@ def test_child_crashing_at_start_is_given_up_on_with_a_message(tmp_path):
     assert result.returncode == 1, result.stderr[-3000:]
     assert "api exited within 10 s of starting 3 times in a row" in result.stderr
     assert "giving up and stopping everything" in result.stderr
+
+
+def _descendants(pid: int) -> list[int]:
+    children = _children(pid)
+    return children + [grandchild for child in children for grandchild in _descendants(child)]
+
+
+def _alive(pid: int) -> bool:
+    """Running, or stopped, but not a zombie waiting for its new parent to reap it."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def test_no_child_outlives_mmc_serve_killed_with_its_group(tmp_path):
+    deployment = Serve(tmp_path)
+    try:
+        processes.wait_ready(deployment.url, timeout=START_TIMEOUT,
+                             processes=[deployment.process])
+        # A Redis the supervisor restarted, and a job running in a work horse.
+        redis_pid = deployment.child("redis-server")
+        os.kill(redis_pid, signal.SIGKILL)
+        new_child(deployment, "redis-server", redis_pid, time.monotonic())
+        ready_after(deployment.url, time.monotonic())
+        job_id = submit(deployment.url, several_seconds(30, n_init=100))
+        wait_running(deployment.url, job_id)
+        horse = _horse_pid(deployment.child("--queue fast"))
+        left = _descendants(deployment.process.pid)
+        assert horse in left and len(left) >= 5, left  # redis, two workers, a horse, the API
+    finally:
+        os.killpg(deployment.process.pid, signal.SIGKILL)
+        deployment.process.wait()
+    deadline = time.monotonic() + 30  # a guard: the kernel signals them as the parent exits
+    while [pid for pid in left if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = {pid: _cmdline(pid) for pid in left if _alive(pid)}
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from algorithms.registry import get_spec, import_estimators
 from algorithms.selection.candidates import compiled_kmeans
 from algorithms.selection.n_clusters import compiled_transfer
 from core.jobs import lost_job, record_id
+from core.lifetime import die_with_parent
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import get_settings
 from worker.arguments import build_parser
@@ -64,6 +66,10 @@ class Worker(ForkingWorker):
             self._in_process = False
         self.set_state(WorkerStatus.IDLE)
         return None
+
+    def main_work_horse(self, job, queue):
+        die_with_parent(signal.SIGKILL)  # a worker killed takes its job with it
+        return super().main_work_horse(job, queue)
 
     def kill_horse(self, *args, **kwargs):
         if self._in_process:
