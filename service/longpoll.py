@@ -1,4 +1,5 @@
-"""Long polling of a job: ``GET /v1/jobs/{id}?wait=S`` answers when the status changes, or after S.
+"""Long polling of a job: ``GET /v1/jobs/{id}?wait=S`` answers when the status changes, or after S;
+with ``until=finished``, when the job has finished (succeeded, failed or canceled).
 
 Every status change of a job is published on its channel (``JobStore.transition``). A waiting
 request subscribes, reads the record again (a change between the first read and the subscription
@@ -41,16 +42,24 @@ def event_client(request: Request) -> aioredis.Redis:
 
 
 async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], seconds: float,
-                          read: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-    """The job's record once its status differs from ``seen``'s, or after ``seconds``."""
+                          read: Callable[[], Awaitable[dict[str, Any]]], *,
+                          until_finished: bool = False) -> dict[str, Any]:
+    """The job's record once its status differs from ``seen``'s (``until_finished``: once it
+    is final), or after ``seconds``."""
     if seen["status"] in FINAL_STATUSES:
         return seen
+
+    def waiting(record: dict[str, Any]) -> bool:
+        if until_finished:
+            return record["status"] not in FINAL_STATUSES
+        return record["status"] == seen["status"]
+
     deadline = time.monotonic() + seconds
     pubsub = event_client(request).pubsub(ignore_subscribe_messages=True)
     try:
         await pubsub.subscribe(Keys.job_events(job_id))
         record = await read()
-        while record["status"] == seen["status"]:
+        while waiting(record):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or await request.is_disconnected():
                 break

@@ -22,9 +22,9 @@ LONG_JOB = {"algorithm": {"name": "sdp_mmc", "params": {"solver": "scs"}},
             "data": {"X": make_blobs(n_samples=300, centers=2, random_state=0)[0].tolist()}}
 
 
-def poll(base_url: str, job_id: str, wait: float) -> tuple[dict, float]:
+def poll(base_url: str, job_id: str, wait: float, until: str = "change") -> tuple[dict, float]:
     started = time.monotonic()
-    response = httpx.get(f"{base_url}/v1/jobs/{job_id}", params={"wait": wait},
+    response = httpx.get(f"{base_url}/v1/jobs/{job_id}", params={"wait": wait, "until": until},
                          timeout=wait + 30)
     assert response.status_code == 200, response.text
     return response.json(), time.monotonic() - started
@@ -56,6 +56,41 @@ def test_long_poll_answers_when_the_job_changes_state_not_when_the_wait_ends(ser
         assert 1.0 <= elapsed < 10.0, f"answered after {elapsed:.2f} s of a 10 s wait"
     finally:
         httpx.delete(f"{service_url}/v1/jobs/{job['id']}", timeout=30)
+
+
+def wait_for_status(base_url: str, job_id: str, status: str) -> None:
+    deadline = time.monotonic() + 120
+    current = {"status": None}
+    while current["status"] != status and time.monotonic() < deadline:
+        current, _ = poll(base_url, job_id, 1)
+    assert current["status"] == status, current
+
+
+def test_long_poll_until_finished_holds_through_running_and_answers_at_the_end(service_url):
+    # The second job waits in the slow queue behind the first, so the poll starts while it is
+    # queued, and goes on waiting when it starts running.
+    first, second = submit_job(service_url, LONG_JOB), submit_job(service_url, LONG_JOB)
+    try:
+        wait_for_status(service_url, first["id"], "running")
+        answers: list[dict] = []
+        poller = threading.Thread(target=lambda: answers.append(
+            poll(service_url, second["id"], 60, until="finished")[0]))
+        poller.start()
+        httpx.delete(f"{service_url}/v1/jobs/{first['id']}", timeout=30)
+        wait_for_status(service_url, second["id"], "running")
+        poller.join(1.0)
+        assert poller.is_alive() and not answers, answers
+        httpx.delete(f"{service_url}/v1/jobs/{second['id']}", timeout=30)
+        poller.join(30)
+        assert [answer["status"] for answer in answers] == ["canceled"]
+    finally:
+        for job in (first, second):
+            httpx.delete(f"{service_url}/v1/jobs/{job['id']}", timeout=30)
+
+
+def test_long_poll_until_anything_else_is_a_422_naming_the_parameter(service_url):
+    response = httpx.get(f"{service_url}/v1/jobs/{'0' * 32}", params={"wait": 1, "until": "x"})
+    assert response.status_code == 422 and "until" in response.json()["detail"]
 
 
 def test_long_poll_on_a_finished_job_answers_at_once(service_url):

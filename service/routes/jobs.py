@@ -1,7 +1,7 @@
 # No ``from __future__ import annotations``: the request model is built at app creation and
 # FastAPI must see it as a real annotation of the handler.
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -169,12 +169,17 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             description="Long poll: answer as soon as the job's status differs from the one "
                         "it had when the request arrived, or after this many seconds (at most "
                         "60); a finished job answers at once.")] = None,
+        until: Annotated[Literal["change", "finished"], Query(
+            description="With `wait`: answer at the first status change (`change`, the "
+                        "default) or only once the job has finished: succeeded, failed or "
+                        "canceled (`finished`).")] = "change",
     ):
         """Status, progress, timing, and the error when it failed."""
         record = await read_job(request, job_id, caller)
         if wait is not None:
             record = await wait_for_change(request, job_id, record, wait,
-                                           lambda: read_job(request, job_id, caller))
+                                           lambda: read_job(request, job_id, caller),
+                                           until_finished=until == "finished")
         return render_job(record)
 
     @router.delete("/{job_id}", response_model=JobResource,
