@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve worker test lint openapi bench bench-service
+.PHONY: install serve worker test lint openapi bench bench-service image
 
 # The virtualenv's bytecode is written by the first process that imports a module (installing
 # would otherwise compile all of site-packages, most of which nothing here imports), also where
@@ -54,3 +54,18 @@ bench: install
 
 bench-service: install
 	$(BIN)/python benchmarks/service_load.py
+
+# `make image REGISTRY=registry.example.com/team`: the one image of the API and the workers,
+# tagged with pyproject.toml's version, pushed, and named in the production overlay (the other
+# overlays build on it), as `kustomize edit set image` would name it.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE = $(REGISTRY)/mmc-service
+DOCKER ?= docker
+OVERLAY ?= deploy/kubernetes/overlays/production
+
+image:
+	@test -n "$(REGISTRY)" || { echo "make image REGISTRY=host[/path]: the registry to push to" >&2; exit 2; }
+	$(DOCKER) build -t $(IMAGE):$(VERSION) .
+	$(DOCKER) push $(IMAGE):$(VERSION)
+	sed -i -e 's|^\(    newName:\).*|\1 $(IMAGE)|' \
+	  -e 's|^\(    newTag:\) "[^"]*"|\1 "$(VERSION)"|' $(OVERLAY)/kustomization.yaml

@@ -20,6 +20,7 @@ from rq import Queue
 
 from algorithms.registry import REGISTRY
 from core.queues import QUEUE_NAMES
+from core.version import service_version
 from mmc.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,6 +149,43 @@ def test_a_workers_job_memory_cap_fits_in_its_pod(objects):
         cap = int(env_of(container)["MMC_JOB_MEMORY_MB"]["value"])
         limit = mebibytes(container["resources"]["limits"]["memory"])
         assert cap >= 256 and cap + WORKER_OVERHEAD_MB <= limit, (queue, cap, limit)
+
+
+def kustomize(directory: Path) -> list[dict]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the manifests are rendered with kubectl kustomize")
+    done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def images(objects: list[dict]) -> set[str]:
+    return {container["image"] for _, spec in pod_specs(objects) for container in spec["containers"]
+            if "redis:" not in container["image"]}
+
+
+def test_the_root_kustomization_is_the_production_overlay():
+    assert kustomize(KUSTOMIZE) == render("overlays/production")
+
+
+def test_make_image_pushes_the_versioned_image_that_the_overlays_then_run(tmp_path):
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(KUSTOMIZE, tree)
+    version = service_version()
+    make = ["make", "-s", "--no-print-directory", "image", "DOCKER=echo docker",
+            f"OVERLAY={tree / 'overlays/production'}"]
+    done = subprocess.run([*make, "REGISTRY=registry.test/team"], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines() == [
+        f"docker build -t registry.test/team/mmc-service:{version} .",
+        f"docker push registry.test/team/mmc-service:{version}"]
+    for overlay in (".", "overlays/production", "overlays/managed-redis",
+                    "overlays/prometheus-operator"):
+        assert images(kustomize(tree / overlay)) == {f"registry.test/team/mmc-service:{version}"}
+    missing = subprocess.run(make, cwd=ROOT, capture_output=True, text=True)
+    assert missing.returncode == 2 and "REGISTRY=" in missing.stderr
 
 
 def test_secrets_are_referenced_never_written(objects):
