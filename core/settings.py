@@ -39,6 +39,11 @@ class Settings(BaseSettings):
                                      "it shares with the API, fits get the CPU the API leaves; "
                                      "0: equal priority."
     )
+    threads_per_job: int | None = Field(
+        None, ge=1, le=1024, description="BLAS and OpenMP threads of each worker's jobs (default: "
+                                         "the CPUs the worker may use, its cgroup's quota or its "
+                                         "affinity, over MMC_LOCAL_WORKERS, at least 1)."
+    )
     job_memory_mb: int | None = Field(
         None, ge=0, description="Memory a job may allocate beyond its worker's own (0: no cap; "
                                 "default: 3/4 of the machine's memory over its workers)."

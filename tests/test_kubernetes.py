@@ -151,6 +151,19 @@ def test_a_workers_job_memory_cap_fits_in_its_pod(objects):
         assert cap >= 256 and cap + WORKER_OVERHEAD_MB <= limit, (queue, cap, limit)
 
 
+def test_a_workers_job_threads_are_its_pods_cpu_limit(objects):
+    # Without a CPU limit a worker sees the node's cores and oversubscribes them; with one, it
+    # reads the limit (the downward API here, its cgroup's quota otherwise).
+    deployments = by_kind(objects, "Deployment")
+    for queue in QUEUE_NAMES:
+        container = deployments[f"worker-{queue}"]["spec"]["template"]["spec"]["containers"][0]
+        resources = container["resources"]
+        assert resources["limits"]["cpu"] == resources["requests"]["cpu"], queue
+        source = env_of(container)["MMC_THREADS_PER_JOB"]["valueFrom"]["resourceFieldRef"]
+        assert source == {"containerName": container["name"], "resource": "limits.cpu",
+                          "divisor": "1"}, queue
+
+
 def kustomize(directory: Path) -> list[dict]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:

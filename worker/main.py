@@ -25,10 +25,11 @@ from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, 
 from algorithms.registry import get_spec, import_estimators
 from algorithms.selection.candidates import compiled_kmeans
 from algorithms.selection.n_clusters import compiled_transfer
+from algorithms.threads import limit_process_threads, share_of_cpus
 from core.jobs import lost_job, record_id
 from core.lifetime import die_with_parent
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
-from core.settings import get_settings
+from core.settings import Settings, get_settings
 from worker.arguments import build_parser
 from worker.sweeper import Sweeper
 
@@ -144,12 +145,28 @@ def lower_priority(niceness: int) -> None:
             Path("/proc/self/autogroup").write_text(f"{niceness}\n")
 
 
+def local_workers() -> int:
+    """Workers sharing this machine's CPUs (``MMC_LOCAL_WORKERS``, which ``mmc serve`` sets);
+    one where it is unset, as in a container whose CPU limit is this worker's alone."""
+    return max(int(os.environ.get("MMC_LOCAL_WORKERS") or 1), 1)
+
+
+def job_threads(settings: Settings) -> int:
+    """BLAS and OpenMP threads of this worker's jobs: ``MMC_THREADS_PER_JOB``, else its share
+    of the CPUs it may use (a container's CPU limit, else its affinity) among the workers on
+    the machine. More threads than CPUs spin-wait on each other: a job beside one busy process
+    ran many times slower with two threads on two CPUs than with one."""
+    return settings.threads_per_job or share_of_cpus(local_workers())
+
+
 def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool = False,
                name: str | None = None) -> bool:
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
     lower_priority(settings.worker_niceness)
+    # Before any fit: the work horses fork from this process and inherit its limit.
+    limit_process_threads(job_threads(settings))
     connection = Redis.from_url(redis_url or settings.redis_url)
     # The registry names estimators lazily: import them all once, before the work horses fork,
     # so that each horse inherits them instead of importing them for its one job.
