@@ -61,8 +61,9 @@ from algorithms.params.common import (  # noqa: F401
     reciprocal,
 )
 from algorithms.progress import ProgressCallback, report
+from algorithms.selection.bisection import guide_partition
 from algorithms.selection.n_clusters import choose_n_clusters
-from algorithms.selection.portfolio import choose_partition
+from algorithms.selection.portfolio import Portfolio
 
 MODEL_FORMAT = "mmc-model/1"
 
@@ -197,20 +198,43 @@ class MMCEstimatorMixin:
     # The name of the method's own partition among the candidates (its name in the API).
     portfolio_name: ClassVar[str]
 
+    # The fit's portfolio, from the guide of a bisection to the final choice; dropped after.
+    _portfolio: Portfolio | None = None
+
+    def _portfolio_applies(self, X, partial_labels: bool = False) -> bool:
+        """Whether the portfolio takes part in this fit: off for ``portfolio=False``, with
+        partial labels, and on sparse data (whose candidates would need a dense copy)."""
+        return bool(self._fit_params.portfolio) and not partial_labels and not sp.issparse(X)
+
+    def _bisection_guide(self, X: np.ndarray, default_guide, rng,
+                         progress: ProgressCallback | None = None, step: int = 0) -> np.ndarray:
+        """The k-partition of ``X`` that guides a recursive bisection
+        (:mod:`algorithms.selection.bisection`). The estimator ``guide`` where one is given;
+        else, with the portfolio on, the portfolio's best candidate, which the method's splits
+        then refine (its result competes with the candidates at the end of the fit); else
+        ``default_guide``'s partition (the binary methods pass CPM3C)."""
+        if self.guide is None and self._portfolio_applies(X):
+            self._portfolio = Portfolio(X, self.n_clusters_, rng)
+            name, labels = self._portfolio.best()
+            report(progress, step, None, f"the {name} candidate guides the splits")
+            return labels
+        estimator = self.guide if self.guide is not None else default_guide
+        return guide_partition(X, self.n_clusters_, estimator, rng, progress, step)
+
     def _keep_portfolio_partition(self, X, progress: ProgressCallback | None, step: int,
                                   *, partial_labels: bool = False,
                                   n_clusters: int | None = None) -> None:
         """End a fit over all of ``X`` (``labels_`` set): score the method's partition against
-        the portfolio's candidates (:func:`~algorithms.selection.portfolio.choose_partition`)
-        and, where a candidate wins, adopt it (:meth:`_adopt_partition`). Off for
-        ``portfolio=False``, with partial labels, and on sparse data (whose candidates would
-        need a dense copy). ``n_clusters``: the k asked for, where the method's own partition
-        may have another (``n_clusters_`` otherwise); a partition with another k is no
-        candidate."""
+        the portfolio's candidates (:class:`~algorithms.selection.portfolio.Portfolio`, the
+        one that guided the fit when it was built on ``X``) and, where a candidate wins, adopt
+        it (:meth:`_adopt_partition`). Off where :meth:`_portfolio_applies` says so.
+        ``n_clusters``: the k asked for, where the method's own partition may have another
+        (``n_clusters_`` otherwise); a partition with another k is no candidate."""
         for name in ("candidate_", "candidate_scores_"):
             self.__dict__.pop(name, None)
         self.partition_model_ = None
-        if not self._fit_params.portfolio or partial_labels or sp.issparse(X):
+        portfolio, self._portfolio = self._portfolio, None
+        if not self._portfolio_applies(X, partial_labels):
             return
         own = np.asarray(self.labels_)
         name = self.portfolio_name
@@ -219,7 +243,9 @@ class MMCEstimatorMixin:
                "scoring the partition against the candidates of other families")
         rng = check_random_state(getattr(self, "random_state", None))
         k = self.n_clusters_ if n_clusters is None else n_clusters
-        choice = choose_partition(X, k, extra=extra, random_state=rng)
+        if portfolio is None or portfolio.source is not X or portfolio.n_clusters != k:
+            portfolio = Portfolio(X, k, rng)
+        choice = portfolio.choose(extra)
         self.candidate_ = choice.chosen
         self.candidate_scores_ = {key: float(value) for key, value in choice.scores.items()}
         if choice.chosen != name:

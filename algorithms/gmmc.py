@@ -51,7 +51,6 @@ from algorithms.params.gmmc import (
 )
 from algorithms.selection.bisection import (
     LeafSplit,
-    guide_partition,
     keep_guide_clusters_whole,
     recursive_bisection,
     tree_labels,
@@ -934,9 +933,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         guide cluster). A leaf of one guide cluster (a guide with fewer than ``k`` clusters) is
         split by (10) over its points.
         """
-        guide = guide_partition(X, self.n_clusters_,
-                                self.guide if self.guide is not None else CPM3C(portfolio=False),
-                                check_random_state(self.random_state), progress)
+        guide = self._bisection_guide(X, CPM3C(portfolio=False),
+                                      check_random_state(self.random_state), progress)
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> LeafSplit:

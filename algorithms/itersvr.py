@@ -38,11 +38,13 @@ The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -66,7 +68,6 @@ from algorithms.params.itersvr import (
 )
 from algorithms.selection.bisection import (
     Node,
-    guide_partition,
     guided_split,
     recursive_bisection,
     tree_labels,
@@ -143,6 +144,13 @@ def balanced_bias_search(f: np.ndarray, limit: float) -> tuple[np.ndarray, float
 # is chosen as the loosest tolerance whose final labels almost never differ from those of a much
 # tighter (1e-5) solve; looser tolerances save SMO iterations but change labels more often.
 SVR_TOL = 1e-2
+# SMO iterations per point of one SVR step before its labels are read off. Early steps of a run
+# move many labels, and an exact solve of each (many passes over the points at the paper's
+# C = 500) buys nothing the next step keeps. Each step's solve is therefore inexact,
+# warm-started from the last one, so that the solves of a run add up to one converging solve
+# while the labels settle (an inexact alternating minimization); the run ends, as the paper's,
+# when a step moves no label.
+SVR_PASSES = 20
 # libsvm tolerance of the hinge-loss SVMs: they score a labeling by (2) and the kept one serves
 # as the out-of-sample classifier, so it is solved as tightly as KernelExpansionClassifier.fit.
 SVM_TOL = 1e-4
@@ -157,11 +165,17 @@ class _ExactKernel:
     def subset(self, index: np.ndarray) -> _ExactKernel:
         return _ExactKernel(self.K[np.ix_(index, index)])
 
-    def svr(self, y: np.ndarray, C: float, start: np.ndarray | None = None) -> DualQPSolution:
+    def svr(self, y: np.ndarray, C: float, start: np.ndarray | None = None,
+            max_iter: int | None = None) -> DualQPSolution:
         """The dual (7) of the Laplacian-loss SVR (6) on labels ``y``: its ``scores`` are
         ``w^T phi(x_i)`` without the bias (found by (8)). ``start``: a dual solution for other
-        labels, feasible here too (the constraints of (7) do not depend on ``y``)."""
-        return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start)
+        labels, feasible here too (the constraints of (7) do not depend on ``y``).
+        ``max_iter``: stop after this many SMO iterations, converged or not (no warning)."""
+        if max_iter is None:
+            return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start, max_iter=max_iter)
 
     def margin_objective(self, y: np.ndarray, C: float) -> tuple[float, SVC]:
         """Objective (2) of a labeling, the hinge-loss SVM primal ``1/2 ||w||^2 + C sum xi``,
@@ -227,8 +241,9 @@ def iterate_svr(
 ) -> tuple[np.ndarray, int]:
     """Steps 2-6 of Algorithm 2 from initial labels ``y``; returns final labels and iterations.
 
-    Each SVR solve starts from the previous step's dual solution: late in a run a step moves a
-    few labels, and the SMO then needs a fraction of a cold solve's iterations. A restart that
+    Each SVR solve starts from the previous step's dual solution and stops after
+    ``SVR_PASSES`` SMO iterations per point: late in a run a step moves a few labels, and the
+    SMO then needs a fraction of a cold solve's iterations. A restart that
     reaches a labeling an earlier run already passed through ends where that run ended:
     ``visited`` maps each labeling seen to its run's final labels and lets later restarts stop
     there instead of refitting.
@@ -237,15 +252,16 @@ def iterate_svr(
     trajectory: list[bytes] = []
     n_iter = 0
     dual: np.ndarray | None = None
+    passes = SVR_PASSES * y.shape[0]
     for n_iter in range(1, max_iter + 1):
         key = y.tobytes()
         if key in visited:
             y = visited[key]
             break
         trajectory.append(key)
-        solution = space.svr(y, C, start=dual)
-        dual = solution.u
+        solution = space.svr(y, C, start=dual, max_iter=passes)
         new_y, _, loss = balanced_bias_search(solution.scores, limit)
+        dual = solution.u
         changed = int(np.count_nonzero(new_y != y))
         y = new_y
         if on_iteration is not None:
@@ -505,8 +521,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
         if self.init != "spectral" or self.n_clusters_ == 2:
             return None
-        guide = self.guide if self.guide is not None else CPM3C(portfolio=False)
-        return guide_partition(X, self.n_clusters_, guide, rng, progress)
+        return self._bisection_guide(X, CPM3C(portfolio=False), rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""

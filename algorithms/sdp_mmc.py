@@ -124,7 +124,6 @@ from algorithms.params.sdp_mmc import (
 )
 from algorithms.selection.bisection import (
     LeafSplit,
-    guide_partition,
     guided_split,
     keep_guide_clusters_whole,
     recursive_bisection,
@@ -826,10 +825,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         cvxpy solver its labels are moved so that no cluster of the guide is cut.
         """
         rng = check_random_state(self.random_state)
-        guide = guide_partition(X, self.n_clusters_,
-                                self.guide if self.guide is not None
-                                else CPM3C(portfolio=False), rng,
-                                progress, step=1)
+        guide = self._bisection_guide(X, CPM3C(portfolio=False), rng, progress, step=1)
         splits: list[_TwoClassFit] = []
 
         events = 1  # after step 1, "solving"

@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
+from sklearn.svm import LinearSVC
 
 from algorithms.itersvr import IterSVR
+from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.selection import genie, portfolio
 from algorithms.selection.genie import genie_partition, minimum_spanning_tree
+from algorithms.selection.margin import margin_kernel
 
 # Two chains of four points (spacing 1) with a gap of 7, and one point 17 beyond the second.
 CHAINS_AND_OUTLIER = np.array([[0.0], [1.0], [2.0], [3.0], [10.0], [11.0], [12.0], [13.0],
@@ -77,6 +80,60 @@ def test_candidates_that_repeat_each_other_are_scored_once():
         {"first": labels, "second": renamed, "other": np.array([0, 1, 1, 1, 2, 2]),
          "two_clusters": np.array([0, 0, 0, 1, 1, 1])}, 3)
     assert list(distinct) == ["first", "other"] and repeats == {"second": "first"}
+
+
+def _score_features(X: np.ndarray) -> np.ndarray:
+    gamma = local_scaling_gamma(X, random_state=0)
+    return portfolio.leading_features(
+        margin_kernel(pairwise_kernel(X, kernel="rbf", gamma=gamma)), portfolio.SCORE_RANK)
+
+
+def test_finite_newton_reaches_the_squared_hinge_optimum_liblinear_approaches():
+    X, y = make_blobs(n_samples=300, centers=3, cluster_std=2.5, random_state=0)
+    Z, beta = _score_features(X), 1.0 / portfolio.SCORE_C
+    for c in range(3):
+        signs = np.where(y == c, 1.0, -1.0)
+        newton = portfolio.squared_hinge_margin(Z, signs, beta)
+        svm = LinearSVC(C=1.0 / beta, loss="squared_hinge", dual=False, fit_intercept=False,
+                        tol=1e-10, max_iter=100_000).fit(Z, signs)
+        w = svm.coef_[0]
+        slack = np.maximum(0.0, 1.0 - signs * (Z @ w))
+        liblinear = 0.5 * beta * float(w @ w) + float(slack @ slack)
+        assert newton <= liblinear * (1 + 1e-9)
+        assert newton == pytest.approx(liblinear, rel=1e-5)
+
+
+def test_a_cluster_shared_by_candidates_or_its_complement_is_solved_once(monkeypatch):
+    X, _ = make_blobs(n_samples=120, centers=3, random_state=0)
+    solved = []
+    original = portfolio.squared_hinge_margin
+
+    def counting(Z, y, beta):
+        solved.append(y.copy())
+        return original(Z, y, beta)
+
+    monkeypatch.setattr(portfolio, "squared_hinge_margin", counting)
+    margins = portfolio.ClusterMargins(_score_features(X), 0.01)
+    a = np.repeat([0, 1, 2], 40)
+    b = np.repeat([0, 1, 2], [40, 20, 60])  # shares its first cluster with a
+    two = np.repeat([0, 1], [40, 80])  # the first cluster and its complement
+    margins.summed(a), margins.summed(b)
+    assert len(solved) == 5
+    assert margins.summed(two) == pytest.approx(2 * margins.one_vs_rest(a == 0))
+    assert len(solved) == 5
+
+
+def test_the_portfolio_best_candidate_guides_a_bisection_and_a_given_guide_overrides():
+    X, _ = make_blobs(n_samples=240, centers=4, cluster_std=0.6, random_state=3)
+    messages = []
+    IterSVR(n_clusters=4, random_state=0).fit(
+        X, progress=lambda step, objective, message: messages.append(message))
+    assert any(m.endswith("candidate guides the splits") for m in messages)
+    messages.clear()
+    IterSVR(n_clusters=4, random_state=0, portfolio=False).fit(
+        X, progress=lambda step, objective, message: messages.append(message))
+    assert any(m.startswith("CPM3C's 4-cluster partition") for m in messages)
+    assert not any("guides the splits" in m and "candidate" in m for m in messages)
 
 
 def test_choice_keeps_the_separated_partition_over_a_cut_through_clusters():

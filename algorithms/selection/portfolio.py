@@ -11,7 +11,7 @@ soft-margin objectives,
     ``score(P) = sum_c omega(c vs rest)``,
 
 ``omega`` the objective of Xu's thesis (2007, eq. (3.1)) without bias on the centred kernel
-scaled to unit mean self-similarity, with the squared hinge of the L2-SVM (whose primal Newton
+scaled to unit mean self-similarity, with the squared hinge of the L2-SVM (whose finite Newton
 solver is fast whatever the overlap), computed for every candidate on one random sample of
 points and one local-scaling RBF kernel, represented by its leading eigenvectors. The candidate
 of the lowest score is kept. A cluster of a few outliers is cheap to cut off by a margin, but
@@ -31,7 +31,6 @@ import scipy.sparse as sp
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
-from sklearn.svm import LinearSVC
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel
@@ -62,6 +61,10 @@ SCORE_RANK = 200
 # The margin's trade-off, beta = 1 / C, as in the selection of the methods' own candidates.
 SCORE_C = 100.0
 GMM_INIT = 3
+# The finite Newton method of the score ends in about ten steps; these bound a step's halvings
+# and the steps.
+NEWTON_SMALLEST_STEP = 1e-10
+NEWTON_MAX_ITER = 100
 
 
 @dataclass
@@ -149,29 +152,42 @@ def distinct_candidates(candidates: Mapping[str, np.ndarray], n_clusters: int
     return distinct, repeats
 
 
+class PartitionScorer:
+    """The module's criterion, ``sum_c omega(c vs rest)``, of partitions of ``X``: one random
+    sample of at most ``sample_size`` points and one RBF kernel (``gamma`` by local scaling when
+    not given) serve every partition scored, and a cluster that several partitions share is
+    solved once. A partition of which the sample misses a whole cluster scores ``inf``: a
+    cluster of fewer than about ``n / sample_size`` points is not one the margin can weigh."""
+
+    def __init__(self, X, *, gamma: float | None = None, C: float = SCORE_C, random_state=None,
+                 sample_size: int = SCORE_SAMPLE_SIZE):
+        rng = check_random_state(random_state)
+        n = X.shape[0]
+        self.sample = np.arange(n) if n <= sample_size else np.sort(
+            rng.choice(n, sample_size, replace=False))
+        Xs = X[self.sample].toarray() if sp.issparse(X) else np.asarray(X)[self.sample]
+        if gamma is None:
+            gamma = local_scaling_gamma(Xs, random_state=rng)
+        Z = leading_features(margin_kernel(pairwise_kernel(Xs, kernel="rbf", gamma=gamma)),
+                             SCORE_RANK)
+        self._margins = ClusterMargins(Z, 1.0 / C)
+
+    def __call__(self, labels: np.ndarray) -> float:
+        labels = np.asarray(labels)
+        on_sample = labels[self.sample]
+        if np.unique(on_sample).size < np.unique(labels).size:
+            return np.inf
+        with small_problem_threads():  # products of a few hundred rows: one thread is fastest
+            return self._margins.summed(on_sample)
+
+
 def score_partitions(X, candidates: Mapping[str, np.ndarray], *, gamma: float | None = None,
                      C: float = SCORE_C, random_state=None,
                      sample_size: int = SCORE_SAMPLE_SIZE) -> dict[str, float]:
-    """Each candidate's ``sum_c omega(c vs rest)`` (the module's criterion) on one random
-    sample of at most ``sample_size`` points and one RBF kernel (``gamma`` by local scaling when
-    not given). A candidate of which the sample misses a whole cluster scores ``inf``: a cluster
-    of fewer than about ``n / sample_size`` points is not one the margin can weigh."""
-    rng = check_random_state(random_state)
-    n = X.shape[0]
-    sample = np.arange(n) if n <= sample_size else np.sort(
-        rng.choice(n, sample_size, replace=False))
-    Xs = X[sample].toarray() if sp.issparse(X) else np.asarray(X)[sample]
-    if gamma is None:
-        gamma = local_scaling_gamma(Xs, random_state=rng)
-    Z = leading_features(margin_kernel(pairwise_kernel(Xs, kernel="rbf", gamma=gamma)),
-                         SCORE_RANK)
-    scores = {}
-    for name, labels in candidates.items():
-        labels = np.asarray(labels)
-        on_sample = labels[sample]
-        missed = np.unique(on_sample).size < np.unique(labels).size
-        scores[name] = np.inf if missed else summed_margin(Z, on_sample, 1.0 / C)
-    return scores
+    """Each candidate's ``sum_c omega(c vs rest)`` by one :class:`PartitionScorer`."""
+    score = PartitionScorer(X, gamma=gamma, C=C, random_state=random_state,
+                            sample_size=sample_size)
+    return {name: score(labels) for name, labels in candidates.items()}
 
 
 def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
@@ -182,47 +198,123 @@ def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
 
 
 def squared_hinge_margin(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
-    """``omega(y) = min_w beta/2 ||w||^2 + sum_i max(0, 1 - y_i w^T z_i)^2`` on features ``Z``,
-    by liblinear's primal trust-region Newton method (no intercept)."""
-    C = 1.0 / beta
-    svm = LinearSVC(C=C, loss="squared_hinge", dual=False, fit_intercept=False, tol=1e-4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        w = svm.fit(Z, y).coef_[0]
+    """``omega(y) = min_w beta/2 ||w||^2 + sum_i max(0, 1 - y_i w^T z_i)^2`` on features ``Z``
+    (no intercept), by the finite Newton method of Keerthi and DeCoste (2005, section 2): on
+    the active set ``A`` of points inside the margin the objective is quadratic, with its minimum
+    ``(beta/2 I + Z_A^T Z_A)^-1 Z_A^T y_A``; a step towards it (halved until the objective does
+    not rise) gives a new active set, and the minimum is reached when a full step keeps the set.
+    """
+    n_features = Z.shape[1]
+    w = np.zeros(n_features)
+    active = np.ones(Z.shape[0], dtype=bool)
+    value = _squared_hinge_objective(Z, y, w, beta)
+    for _ in range(NEWTON_MAX_ITER):
+        Z_active = Z[active]
+        hessian = Z_active.T @ Z_active
+        hessian.flat[:: n_features + 1] += 0.5 * beta
+        step = linalg.solve(hessian, Z_active.T @ y[active], assume_a="pos") - w
+        fraction = 1.0
+        while True:
+            trial = w + fraction * step
+            trial_value = _squared_hinge_objective(Z, y, trial, beta)
+            if trial_value <= value or fraction < NEWTON_SMALLEST_STEP:
+                break
+            fraction *= 0.5
+        w, value = trial, trial_value
+        now_active = y * (Z @ w) < 1.0
+        if fraction == 1.0 and np.array_equal(now_active, active):
+            break
+        active = now_active
+    return value
+
+
+def _squared_hinge_objective(Z: np.ndarray, y: np.ndarray, w: np.ndarray, beta: float
+                             ) -> float:
     slack = np.maximum(0.0, 1.0 - y * (Z @ w))
-    return beta * (0.5 * float(w @ w) + C * float(slack @ slack))
+    return 0.5 * beta * float(w @ w) + float(slack @ slack)
 
 
-def summed_margin(Z: np.ndarray, labels: np.ndarray, beta: float) -> float:
-    """``sum_c omega(c vs rest)`` over the clusters of ``labels`` (``inf`` for one cluster);
-    for two clusters one SVM serves both sides (``omega`` of ``y`` and ``-y`` agree)."""
-    clusters = np.unique(labels)
-    if clusters.size < 2:
-        return np.inf
-    if clusters.size == 2:
-        return 2.0 * squared_hinge_margin(Z, np.where(labels == clusters[0], 1.0, -1.0), beta)
-    return float(sum(squared_hinge_margin(Z, np.where(labels == c, 1.0, -1.0), beta)
-                     for c in clusters))
+class ClusterMargins:
+    """``omega(c vs rest)`` of clusters on features ``Z``, each cluster (a set of rows) solved
+    once: candidates of one portfolio share most of their clusters where the data has clear
+    groups, and a cluster and its complement have one ``omega``."""
+
+    def __init__(self, Z: np.ndarray, beta: float):
+        self.Z, self.beta = Z, beta
+        self._omega: dict[bytes, float] = {}
+
+    def one_vs_rest(self, members: np.ndarray) -> float:
+        """``omega`` of the cluster of rows ``members`` (a boolean mask) against the rest."""
+        if members[0]:  # a cluster and its complement are one split
+            members = ~members
+        key = np.packbits(members).tobytes()
+        if key not in self._omega:
+            self._omega[key] = squared_hinge_margin(self.Z, np.where(members, 1.0, -1.0),
+                                                    self.beta)
+        return self._omega[key]
+
+    def summed(self, labels: np.ndarray) -> float:
+        """``sum_c omega(c vs rest)`` over the clusters of ``labels`` (``inf`` for one)."""
+        clusters = np.unique(labels)
+        if clusters.size < 2:
+            return np.inf
+        return float(sum(self.one_vs_rest(labels == c) for c in clusters))
+
+
+class Portfolio:
+    """The distinct candidate k-partitions of one dataset (:func:`candidate_partitions`) and
+    their scores, built once per fit: a method that refines a partition starts from
+    :meth:`best`, and :meth:`choose` weighs the method's own result against the candidates on
+    the same sample and kernel. ``X`` is converted to dense."""
+
+    def __init__(self, X, n_clusters: int, random_state=None):
+        self._rng = check_random_state(random_state)
+        self.source = X  # the array given, which a later step of the same fit recognises
+        self.X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+        self.n_clusters = n_clusters
+        self.candidates, self.repeats = distinct_candidates(
+            candidate_partitions(self.X, n_clusters, self._rng), n_clusters)
+        self._scorer: PartitionScorer | None = None
+        self._scores: dict[str, float] = {}
+
+    def score(self, name: str, labels: np.ndarray) -> float:
+        """The criterion of ``labels``, kept under ``name``."""
+        if name not in self._scores:
+            if self._scorer is None:  # drawn on first use, after the candidates
+                self._scorer = PartitionScorer(self.X, random_state=self._rng)
+            self._scores[name] = self._scorer(labels)
+        return self._scores[name]
+
+    def best(self) -> tuple[str, np.ndarray]:
+        """The candidate of lowest score (labels ``0..k-1``), and its name."""
+        if not self.candidates:
+            raise ValueError(f"no candidate partition has {self.n_clusters} clusters")
+        names = list(self.candidates)
+        if len(names) > 1:
+            names.sort(key=lambda name: self.score(name, self.candidates[name]))
+        return names[0], _renumbered(self.candidates[names[0]])
+
+    def choose(self, extra: Mapping[str, np.ndarray] | None = None) -> PortfolioChoice:
+        """The partition of lowest score among the caller's ``extra`` partitions (which come
+        first and win ties; a candidate that repeats one is not scored) and the candidates."""
+        distinct, repeats = distinct_candidates({**(extra or {}), **self.candidates},
+                                                self.n_clusters)
+        repeats = {**self.repeats, **repeats}
+        if not distinct:
+            raise ValueError(f"no candidate partition has {self.n_clusters} clusters")
+        if len(distinct) == 1:
+            name, labels = next(iter(distinct.items()))
+            return PortfolioChoice(_renumbered(labels), name, {name: 0.0}, repeats)
+        scores = {name: self.score(name, labels) for name, labels in distinct.items()}
+        chosen = min(scores, key=scores.__getitem__)
+        return PortfolioChoice(_renumbered(distinct[chosen]), chosen, scores, repeats)
 
 
 def choose_partition(X, n_clusters: int, *, extra: Mapping[str, np.ndarray] | None = None,
                      random_state=None) -> PortfolioChoice:
-    """The portfolio's partition of lowest score: :func:`candidate_partitions` of ``X``
-    (converted to dense), after the caller's own ``extra`` candidates (which win ties), each
-    distinct partition scored once by :func:`score_partitions`."""
-    rng = check_random_state(random_state)
-    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    candidates = dict(extra or {})
-    candidates.update(candidate_partitions(dense, n_clusters, rng))
-    distinct, repeats = distinct_candidates(candidates, n_clusters)
-    if not distinct:
-        raise ValueError(f"no candidate partition has {n_clusters} clusters")
-    if len(distinct) == 1:
-        name, labels = next(iter(distinct.items()))
-        return PortfolioChoice(_renumbered(labels), name, {name: 0.0}, repeats)
-    scores = score_partitions(dense, distinct, random_state=rng)
-    chosen = min(scores, key=scores.__getitem__)
-    return PortfolioChoice(_renumbered(distinct[chosen]), chosen, scores, repeats)
+    """The partition of lowest score among the caller's ``extra`` partitions (which win ties)
+    and the :class:`Portfolio` of ``X``, each distinct partition scored once."""
+    return Portfolio(X, n_clusters, random_state).choose(extra)
 
 
 def _renumbered(labels: np.ndarray) -> np.ndarray:
