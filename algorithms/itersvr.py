@@ -423,8 +423,10 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     guide : clustering estimator or None, default=None
         With ``init="spectral"`` and ``n_clusters > 2``, the estimator whose k-partition steers
         the bisection (:func:`algorithms.selection.bisection.guide_partition`); it is cloned and
-        given ``n_clusters`` and ``random_state``. None: :class:`~algorithms.cpm3c.CPM3C` with its
-        defaults. Library only (the API uses the default).
+        given ``n_clusters`` and ``random_state``. None: the portfolio's
+        best candidate with ``portfolio=True`` (the splits refine it), else
+        :class:`~algorithms.cpm3c.CPM3C` with its defaults. Library only (the API uses the
+        default).
 
     Attributes
     ----------

@@ -105,8 +105,9 @@ PortfolioParam = Annotated[bool, Field(description=(
     "(Genie at three Gini thresholds, a Gaussian mixture, k-means, kNN spectral at two "
     "neighbourhood sizes), the one of the best margin score "
     "(algorithms.selection.portfolio); where a candidate wins, the out-of-sample model is "
-    "the SVM trained on it. False: the method's own partition, as in its paper. Ignored when "
-    "partial labels are given."))]
+    "the SVM trained on it. With more than two clusters, the bisection methods (itersvr, "
+    "sdp_mmc, gmmc) start from the best candidate and refine it. False: the method's own "
+    "partition, as in its paper. Ignored when partial labels are given."))]
 # How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
 # ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
 # and sampled above ("auto").
