@@ -58,6 +58,14 @@ def pytest_collection_modifyitems(config, items):
                                  HEALING.index(_module(item)) if _module(item) in HEALING else 0))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    """A count of the skipped tests, zero included, after pytest's reasons for each (``-ra``):
+    every skip says what is missing, and CI (``.ci/run``) installs it."""
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    terminalreporter.write_line(f"skipped: {skipped}" + (" (reasons above)" if skipped else ""))
+
+
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scheduling by module, with the healing modules as one unit of work, handed out in
     the order of ``pytest_collection_modifyitems`` (xdist would reorder them by test count)."""
