@@ -16,7 +16,15 @@ unexport PYTHONDONTWRITEBYTECODE
 $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV) || python3 -m venv --without-pip $(VENV)
 
-install: $(BIN)/python
+# The install is redone only when what it installs from changes (the packages themselves are
+# installed editable: a change to their code needs no install), the kernels' compilation only
+# when the code changes; a later `make serve` on the same tree starts at once.
+INSTALLED := $(VENV)/.installed
+COMPILED := $(VENV)/.kernels-compiled
+
+install: $(INSTALLED) $(COMPILED)
+
+$(INSTALLED): pyproject.toml constraints.txt | $(BIN)/python
 	@# uv installs the packages in seconds where pip takes a minute or more. uv comes from the
 	@# system's pip (no pip in the virtualenv), else from the virtualenv's own; pip if uv cannot.
 	($(PYTHON) -m pip --python $(BIN)/python install --quiet uv 2>/dev/null \
@@ -25,10 +33,14 @@ install: $(BIN)/python
 	  || (($(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --upgrade) \
 	      && $(BIN)/python -m pip install --quiet --upgrade pip \
 	      && $(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt)
+	touch $@
+
+$(COMPILED): $(INSTALLED) $(shell find algorithms -name '*.py' 2>/dev/null)
 	@# Compile the numba kernels once into their on-disk cache (side by side: tens of seconds the
 	@# first time, a second after), so that workers and test processes started together do
 	@# not each compile them.
 	$(BIN)/python -c "import os; from worker.main import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
+	touch $@
 
 serve: install
 	$(BIN)/mmc serve --host $(HOST) --port $(PORT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -112,3 +113,25 @@ def test_one_version_from_pyproject_in_the_api_document_the_cli_and_the_image_ta
     command = subprocess.run([sys.executable, "-m", "mmc", "--version"], capture_output=True,
                              text=True, check=True, cwd=ROOT)
     assert command.stdout.strip() == f"mmc {version}"
+
+
+def test_make_serve_installs_again_only_when_pyproject_or_the_constraints_change(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+
+    def planned() -> str:
+        return subprocess.run(["make", "-n", "--no-print-directory", "install", f"VENV={venv}"],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    assert "pip install" in planned() and "warm_compiled_kernels" in planned()  # fresh venv
+    sources = [ROOT / "pyproject.toml", ROOT / "constraints.txt", *ROOT.glob("algorithms/**/*.py")]
+    newest = max(path.stat().st_mtime for path in sources)
+    for stamp in (".installed", ".kernels-compiled"):
+        (venv / stamp).touch()
+        os.utime(venv / stamp, (newest + 1, newest + 1))
+    assert "pip install" not in planned() and "warm_compiled_kernels" not in planned()
+    # pyproject.toml (or constraints.txt) newer than the last install: install again.
+    older = (ROOT / "pyproject.toml").stat().st_mtime - 1
+    os.utime(venv / ".installed", (older, older))
+    assert "pip install" in planned()
