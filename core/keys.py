@@ -56,8 +56,10 @@ class Keys:
         return f"{cls.prefix}:job:{job_id}:events"
 
     @classmethod
-    def plot(cls, job_id: str) -> str:
-        return f"{cls.prefix}:plot:{job_id}"
+    def expiring_blobs(cls) -> str:
+        """Sorted set of ``<record key>|<blob key>`` by the time the blob's record ends
+        (:class:`core.stores.BlobLifetimes`)."""
+        return f"{cls.prefix}:blobs:expiring"
 
     @classmethod
     def process_restarts(cls) -> str:
@@ -68,3 +70,40 @@ class Keys:
     def idempotency(cls, owner: str, key: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()[:32]
         return f"{cls.prefix}:idempotency:{owner}:{digest}"
+
+
+class BlobKeys:
+    """Every blob key, under the tenant that owns it (``<kind>/<tenant>/...``), so one tenant's
+    objects are one prefix of the bucket or directory."""
+
+    @staticmethod
+    def tenant(owner: str) -> str:
+        """The owner as one safe path segment: itself when it is plain, else a digest."""
+        if owner and len(owner) <= 64 and all(c.isalnum() or c in "-_." for c in owner) \
+                and owner.strip(".") == owner:
+            return owner
+        return "t-" + hashlib.sha256(owner.encode()).hexdigest()[:32]
+
+    @classmethod
+    def dataset(cls, owner: str, dataset_id: str) -> str:
+        return f"datasets/{cls.tenant(owner)}/{dataset_id}.npy"
+
+    @classmethod
+    def upload_part(cls, owner: str, upload_id: str, index: int) -> str:
+        return f"uploads/{cls.tenant(owner)}/{upload_id}/{index}.npy"
+
+    @classmethod
+    def job_input(cls, owner: str, job_id: str) -> str:
+        return f"inputs/{cls.tenant(owner)}/{job_id}.json"
+
+    @classmethod
+    def model(cls, owner: str, model_id: str) -> str:
+        return f"models/{cls.tenant(owner)}/{model_id}.npz"
+
+    @classmethod
+    def result(cls, owner: str, job_id: str) -> str:
+        return f"results/{cls.tenant(owner)}/{job_id}.npz"
+
+    @classmethod
+    def plot(cls, owner: str, job_id: str, fmt: str) -> str:
+        return f"plots/{cls.tenant(owner)}/{job_id}.{fmt}"

@@ -17,6 +17,23 @@ class Settings(BaseSettings):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0", description="Redis holding the queues and all records."
     )
+    blob_url: str = Field(
+        "", description="Where datasets, models, results and plots live: s3://bucket/prefix "
+                        "(any S3 API), or a directory shared by the API and the workers "
+                        "(default: .mmc/blobs; mmc serve: <data dir>/blobs)."
+    )
+    s3_endpoint: str | None = Field(
+        None, description="The S3 API's URL (SeaweedFS, MinIO, ...); default: boto3's, from "
+                          "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL or the AWS region. "
+                          "Credentials: the standard AWS variables."
+    )
+    blob_timeout_seconds: float = Field(
+        5.0, gt=0, description="Connect and read timeout of each call to the object store."
+    )
+    inline_input_max_bytes: int = Field(
+        64 * 1024, ge=0, description="A job's input (labels, sequences) larger than this is "
+                                     "stored in the blob store instead of Redis."
+    )
     api_keys: str = Field(
         "", description="Comma-separated tenant:key pairs (a bare key is its own tenant); "
                         "empty: no authentication (open mode, for local use)."

@@ -1,13 +1,17 @@
-"""Redis records: datasets, jobs, results, models and idempotency keys.
+"""Records in Redis, bytes in the blob store: datasets, jobs, results, models, idempotency keys.
 
 One small class per kind of record, each with its TTL; every key name is in :mod:`core.keys`.
-Values are JSON strings and ``.npz`` bytes (loaded with ``allow_pickle=False``): nothing read from
-Redis is unpickled. Imported by the API and by the worker, so no web framework here.
+Redis holds JSON records and the small metadata of each dataset and model (owner, shape, blob
+key); the bytes (``.npy`` matrices, ``.npz`` models loaded with ``allow_pickle=False``, results,
+plots) are in :mod:`core.blobs`. Nothing read is unpickled. Imported by the API and by the
+worker, so no web framework here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import time
 import uuid
@@ -18,7 +22,8 @@ import numpy as np
 from redis import Redis
 
 from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
-from core.keys import Keys
+from core.blobs import BlobStore, BlobUnavailableError, blob_store, read
+from core.keys import BlobKeys, Keys
 from core.settings import Settings
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
@@ -33,22 +38,86 @@ def new_id() -> str:
 
 
 # Delete a hash only if ARGV[1] owns it: the owner sits in field ARGV[2] as a plain string
-# ("owner", datasets) or in the JSON of field "info" (models). Returns the bytes of the hash's
-# "npz" field that were removed, or -1 when the key is missing or another tenant's.
+# ("owner", datasets) or in the JSON of field "info" (models). Returns {the stored bytes, the blob
+# key} of what was removed, or {-1} when the key is missing or another tenant's. A record stored
+# before the blob store (its bytes in field "npz") has no blob key.
 _DELETE_OWNED = """
 local owner
 if ARGV[2] == 'info' then
   local info = redis.call('HGET', KEYS[1], 'info')
-  if not info then return -1 end
+  if not info then return {-1} end
   owner = cjson.decode(info)['owner'] or 'anonymous'
 else
   owner = redis.call('HGET', KEYS[1], 'owner')
 end
-if owner ~= ARGV[1] then return -1 end
-local size = redis.call('HSTRLEN', KEYS[1], 'npz')
+if owner ~= ARGV[1] then return {-1} end
+local size = redis.call('HGET', KEYS[1], 'stored_bytes') or redis.call('HSTRLEN', KEYS[1], 'npz')
+local blob = redis.call('HGET', KEYS[1], 'blob') or ''
 redis.call('DEL', KEYS[1])
-return size
+return {tonumber(size), blob}
 """
+
+
+def npy_chunks(X: np.ndarray) -> list[bytes | memoryview]:
+    """``X`` as the bytes of a ``.npy`` file: its header and its buffer, not a copy of it."""
+    X = np.ascontiguousarray(X)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(X))
+    return [header.getvalue(), memoryview(X).cast("B")]
+
+
+def load_npy(blobs: BlobStore, key: str) -> np.ndarray | None:
+    """The array of a ``.npy`` blob, read as a stream into one array (no second copy)."""
+    stream = blobs.open(key)
+    if stream is None:
+        return None
+    with contextlib.closing(stream):
+        return np.lib.format.read_array(stream, allow_pickle=False)
+
+
+class BlobLifetimes:
+    """When each blob ends: the end of the Redis record that names it. A sorted set holds
+    ``<record key>|<blob key>`` by the record's end as it was when the blob was written; the
+    sweeper takes the entries that are due, deletes the blobs whose record is gone, and moves the
+    others (a renewed dataset, a kept model) to their record's new end. Renewing a record thus
+    needs no write here."""
+
+    def __init__(self, redis: Redis, blobs: BlobStore):
+        self.redis = redis
+        self.blobs = blobs
+
+    def add(self, record_key: str, blob_key: str, ttl: int, pipe=None) -> None:
+        (pipe or self.redis).zadd(Keys.expiring_blobs(),
+                                  {f"{record_key}|{blob_key}": time.time() + ttl})
+
+    def remove(self, record_key: str, blob_key: str) -> None:
+        """Delete the blob now and forget it (its record was deleted). With the store down,
+        the blob is left due at once, for the sweeper's next pass."""
+        member = f"{record_key}|{blob_key}"
+        try:
+            self.blobs.delete(blob_key)
+        except BlobUnavailableError:
+            self.redis.zadd(Keys.expiring_blobs(), {member: 0})
+            return
+        self.redis.zrem(Keys.expiring_blobs(), member)
+
+    def sweep(self, now: float | None = None, batch: int = 500) -> int:
+        """Delete the due blobs whose records are gone; the number deleted."""
+        now = time.time() if now is None else now
+        deleted = 0
+        due = self.redis.zrangebyscore(Keys.expiring_blobs(), "-inf", now, start=0, num=batch)
+        for member in due:
+            record_key, _, blob_key = member.decode().partition("|")
+            ttl = int(self.redis.ttl(record_key))
+            if ttl > 0:
+                self.redis.zadd(Keys.expiring_blobs(), {member: now + ttl})
+            elif ttl == -1:  # kept without an end (a kept model): its delete removes it
+                self.redis.zrem(Keys.expiring_blobs(), member)
+            else:
+                self.blobs.delete(blob_key)
+                self.redis.zrem(Keys.expiring_blobs(), member)
+                deleted += 1
+        return deleted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -58,9 +127,11 @@ class DatasetStore:
     """Matrices namespaced by tenant: the id is the SHA-256 of the owner, shape and float64 bytes,
     so the same upload deduplicates within a tenant and another tenant's id is simply unknown."""
 
-    def __init__(self, redis: Redis, ttl_seconds: int):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore):
         self.redis = redis
         self.ttl = ttl_seconds
+        self.blobs = blobs
+        self.lifetimes = BlobLifetimes(redis, blobs)
         self._delete_owned = redis.register_script(_DELETE_OWNED)
 
     @staticmethod
@@ -81,30 +152,36 @@ class DatasetStore:
                 return {"id": dataset_id}, False
             return self.describe(dataset_id, owner), False  # type: ignore[return-value]
         with self.redis.pipeline() as pipe:
-            payload, created_at = self.put_on(pipe, X, dataset_id, owner)
+            size, created_at = self.put_on(pipe, X, dataset_id, owner)
             pipe.execute()
         return {"id": dataset_id, "n_samples": int(X.shape[0]), "n_features": int(X.shape[1]),
-                "stored_bytes": len(payload), "created_at": created_at,
+                "stored_bytes": size, "created_at": created_at,
                 "expires_in_seconds": self.ttl}, True
 
-    def put_on(self, pipe, X: np.ndarray, dataset_id: str, owner: str) -> tuple[bytes, float]:
-        """Queue the writes that store ``X`` as ``dataset_id`` (its :meth:`content_id`) on
-        ``pipe``; returns the stored bytes and the creation time."""
+    def put_on(self, pipe, X: np.ndarray, dataset_id: str, owner: str) -> tuple[int, float]:
+        """Write ``X``'s bytes to the blob store as ``dataset_id`` (its :meth:`content_id`) and
+        queue its record on ``pipe``; returns the stored bytes and the creation time. The blob
+        is durable before the record exists, so a record never names a missing blob."""
         key = Keys.dataset(dataset_id)
-        payload = arrays_to_npz_bytes({"X": np.asarray(X, dtype=np.float64)})
+        blob = BlobKeys.dataset(owner, dataset_id)
+        size = self.blobs.put(blob, npy_chunks(np.asarray(X, dtype=np.float64)))
         created_at = time.time()
-        pipe.hset(key, mapping={"npz": payload, "n_samples": X.shape[0], "owner": owner,
-                                "n_features": X.shape[1], "created_at": created_at})
+        pipe.hset(key, mapping={"blob": blob, "stored_bytes": size, "n_samples": X.shape[0],
+                                "owner": owner, "n_features": X.shape[1],
+                                "created_at": created_at})
         pipe.expire(key, self.ttl)
-        return payload, created_at
+        self.lifetimes.add(key, blob, self.ttl, pipe)
+        return size, created_at
 
     def describe(self, dataset_id: str, owner: str) -> dict[str, Any] | None:
         key = Keys.dataset(dataset_id)
         with self.redis.pipeline() as pipe:
-            pipe.hmget(key, "n_samples", "n_features", "created_at", "owner")
+            pipe.hmget(key, "n_samples", "n_features", "created_at", "owner", "stored_bytes")
             pipe.hstrlen(key, "npz")
             pipe.ttl(key)
-            (n_samples, n_features, created_at, stored_owner), size, ttl = pipe.execute()
+            (n_samples, n_features, created_at, stored_owner, size), legacy_size, ttl = \
+                pipe.execute()
+        size = legacy_size if size is None else size
         if n_samples is None or (stored_owner or b"").decode() != owner:
             return None
         return {
@@ -119,18 +196,34 @@ class DatasetStore:
     def load(self, dataset_id: str, owner: str | None = None) -> np.ndarray | None:
         """The matrix; with ``owner``, only if that tenant stored it (the worker passes none:
         the job's input was checked when it was created)."""
-        payload, stored_owner = self.redis.hmget(Keys.dataset(dataset_id), "npz", "owner")
-        if payload is None:
+        key = Keys.dataset(dataset_id)
+        blob, stored_owner = self.redis.hmget(key, "blob", "owner")
+        if stored_owner is None:
             return None
-        if owner is not None and (stored_owner or b"").decode() != owner:
+        if owner is not None and stored_owner.decode() != owner:
             return None
-        return npz_bytes_to_arrays(payload)["X"]
+        if blob is None:  # stored before the blob store: its bytes are in the record
+            payload = self.redis.hget(key, "npz")
+            return None if payload is None else npz_bytes_to_arrays(payload)["X"]
+        return load_npy(self.blobs, blob.decode())
 
     def delete(self, dataset_id: str, owner: str) -> int | None:
-        """Remove ``owner``'s dataset (its one key holds every byte of it); the number of bytes
-        removed, or ``None`` when it does not exist, has expired or is another tenant's."""
-        size = int(self._delete_owned(keys=[Keys.dataset(dataset_id)], args=[owner, "owner"]))
-        return None if size < 0 else size
+        """Remove ``owner``'s dataset, its record and its blob; the number of bytes removed, or
+        ``None`` when it does not exist, has expired or is another tenant's."""
+        return _delete_owned(self._delete_owned, self.lifetimes, Keys.dataset(dataset_id),
+                             owner, "owner")
+
+
+def _delete_owned(script, lifetimes: BlobLifetimes, key: str, owner: str,
+                  owner_field: str) -> int | None:
+    """Delete ``owner``'s record ``key`` and then its blob (a blob left by a failed delete is
+    the sweeper's: its record is gone); the bytes removed, or ``None`` when it is not there."""
+    reply = script(keys=[key], args=[owner, owner_field])
+    if int(reply[0]) < 0:
+        return None
+    if reply[1]:
+        lifetimes.remove(key, reply[1].decode())
+    return int(reply[0])
 
 
 class UploadError(ValueError):
@@ -146,8 +239,7 @@ class UploadStore:
     of rows stored under its index (sending an index again replaces it, so a retried request is
     harmless), and completing the upload joins parts ``0..k-1`` into one dataset of
     :class:`DatasetStore` and deletes the parts (a repeated completion answers with the same
-    dataset). One hash per upload, with the upload's lifetime; a part is ``.npz`` bytes like a
-    dataset."""
+    dataset). One hash per upload, with the upload's lifetime, naming each part's ``.npy`` blob."""
 
     MAX_PARTS = 10_000
 
@@ -216,10 +308,13 @@ class UploadStore:
             raise UploadError(f"{sum(rows.values())} x {n_features} values would exceed "
                                 f"MMC_MAX_POINTS_X_FEATURES={max_values}", "too_many_values")
         key = Keys.upload(upload_id)
+        blob = BlobKeys.upload_part(owner, upload_id, index)
+        self.datasets.blobs.put(blob, npy_chunks(np.asarray(X, dtype=np.float64)))
         with self.redis.pipeline() as pipe:
-            pipe.hset(key, mapping={f"part:{index}": arrays_to_npz_bytes({"X": X}),
-                                    f"rows:{index}": X.shape[0], "n_features": n_features})
+            pipe.hset(key, mapping={f"part:{index}": blob, f"rows:{index}": X.shape[0],
+                                    "n_features": n_features})
             pipe.expire(key, self.ttl)
+            self.datasets.lifetimes.add(key, blob, self.ttl, pipe)
             pipe.execute()
         return self._description(upload_id, float(fields[b"created_at"]), rows, n_features,
                                  self.ttl)
@@ -243,9 +338,16 @@ class UploadStore:
             raise UploadError(f"parts {missing[:10]} are missing (parts are numbered from 0 "
                                 "without gaps)", "parts_missing")
         key = Keys.upload(upload_id)
-        payloads = self.redis.hmget(key, [f"part:{index}" for index in range(len(rows))])
-        X = np.concatenate([npz_bytes_to_arrays(payload)["X"] for payload in payloads])
-        del payloads
+        parts = self._part_blobs(upload_id, len(rows))
+        X = np.empty((sum(rows.values()), int(fields[b"n_features"])))
+        start = 0
+        for index, blob in enumerate(parts):  # one part in memory beside X, not all of them
+            part = load_npy(self.datasets.blobs, blob)
+            if part is None:
+                raise UploadError(f"part {index} is lost from the blob store; send it again",
+                                  "parts_missing")
+            X[start:start + len(part)] = part
+            start += len(part)
         stored = self.datasets.put(X, owner=owner)
         with self.redis.pipeline() as pipe:  # the parts go; the answer stays for a retry
             pipe.delete(key)
@@ -253,12 +355,26 @@ class UploadStore:
                                     "dataset_id": stored[0]["id"]})
             pipe.expire(key, self.ttl)
             pipe.execute()
+        self._remove_parts(key, parts)
         return stored
 
+    def _part_blobs(self, upload_id: str, count: int) -> list[str]:
+        names = self.redis.hmget(Keys.upload(upload_id), [f"part:{i}" for i in range(count)])
+        return [name.decode() for name in names if name is not None]
+
+    def _remove_parts(self, key: str, blobs: list[str]) -> None:
+        for blob in blobs:
+            self.datasets.lifetimes.remove(key, blob)
+
     def delete(self, upload_id: str, owner: str) -> bool:
-        if self._fields(upload_id, owner) is None:
+        fields = self._fields(upload_id, owner)
+        if fields is None:
             return False
-        return bool(self.redis.delete(Keys.upload(upload_id)))
+        rows = self._rows(fields)
+        parts = self._part_blobs(upload_id, max(rows) + 1) if rows else []
+        deleted = bool(self.redis.delete(Keys.upload(upload_id)))
+        self._remove_parts(Keys.upload(upload_id), parts)
+        return deleted
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,13 +448,22 @@ return 0
 
 
 class JobStore:
-    """Job records (a hash per job, JSON-encoded fields), their input, results and owner index."""
+    """Job records (a hash per job, JSON-encoded fields), their input, results and owner index.
+
+    An input larger than ``inline_input_max_bytes`` and the bulk of a result (its labels and
+    decision values) are blobs, which the record names."""
 
     _json_fields = ("algorithm", "params", "progress", "error", "timing")
+    # The fields of a result that go to its blob; the rest (extras, model id) stays in Redis.
+    bulk_result_fields = ("labels", "decision_values")
 
-    def __init__(self, redis: Redis, ttl_seconds: int):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore,
+                 inline_input_max_bytes: int = 64 * 1024):
         self.redis = redis
         self.ttl = ttl_seconds
+        self.blobs = blobs
+        self.lifetimes = BlobLifetimes(redis, blobs)
+        self.inline_input_max_bytes = inline_input_max_bytes
         self._transition = redis.register_script(_TRANSITION)
         self._create = redis.register_script(_CREATE)
 
@@ -383,8 +508,8 @@ class JobStore:
         job_id, owner = record["id"], record["owner"]
         keys = [Keys.job(job_id), Keys.job_input(job_id), Keys.owner_jobs(owner),
                 Keys.active(owner)]
-        args: list[Any] = [self.ttl, job_id, record["queued_at"], cap, json.dumps(job_input),
-                           "", 0]
+        args: list[Any] = [self.ttl, job_id, record["queued_at"], cap,
+                           self._stored_input(job_id, owner, job_input), "", 0]
         if claim is not None:
             keys.append(claim[0])
             args[5:7] = [json.dumps(claim[1]), claim[2]]
@@ -392,9 +517,23 @@ class JobStore:
             args += [key, value]
         return keys, args
 
+    def _stored_input(self, job_id: str, owner: str, job_input: dict[str, Any]) -> str:
+        """The input's JSON for Redis: itself, or when large the name of the blob holding it."""
+        encoded = json.dumps(job_input)
+        if len(encoded) <= self.inline_input_max_bytes:
+            return encoded
+        blob = BlobKeys.job_input(owner, job_id)
+        self.blobs.put(blob, encoded.encode())
+        self.lifetimes.add(Keys.job(job_id), blob, self.ttl)
+        return json.dumps({"blob": blob})
+
     def delete(self, job_id: str, owner: str) -> None:
+        stored = self.redis.get(Keys.job_input(job_id))
         self.redis.delete(Keys.job(job_id), Keys.job_input(job_id))
         self.redis.zrem(Keys.owner_jobs(owner), job_id)
+        blob = None if stored is None else json.loads(stored).get("blob")
+        if blob:
+            self.lifetimes.remove(Keys.job(job_id), blob)
 
     def get(self, job_id: str) -> dict[str, Any] | None:
         raw = self.redis.hgetall(Keys.job(job_id))
@@ -407,7 +546,13 @@ class JobStore:
 
     def load_input(self, job_id: str) -> dict[str, Any] | None:
         raw = self.redis.get(Keys.job_input(job_id))
-        return None if raw is None else json.loads(raw)
+        if raw is None:
+            return None
+        stored = json.loads(raw)
+        if set(stored) != {"blob"}:
+            return stored
+        payload = read(self.blobs, stored["blob"])
+        return None if payload is None else json.loads(payload)
 
     def transition(self, job_id: str, allowed_from, *, fence: str | None = None,
                    result: dict[str, Any] | None = None,
@@ -507,12 +652,34 @@ class JobStore:
             self.redis.zrem(key, *expired)
 
     # -- results --------------------------------------------------------------------------------
-    def put_result(self, job_id: str, result: dict[str, Any]) -> None:
-        self.redis.set(Keys.result(job_id), json.dumps(result), ex=self.ttl)
+    def store_result_bulk(self, job_id: str, owner: str, result: dict[str, Any]
+                          ) -> dict[str, Any]:
+        """Write the result's labels and decision values to a blob (durably, before the job's
+        record can say succeeded) and return the result for :meth:`transition`, which names
+        that blob instead of holding them."""
+        blob = BlobKeys.result(owner, job_id)
+        bulk = {name: result.get(name) for name in self.bulk_result_fields}
+        self.blobs.put(blob, json.dumps(bulk).encode())
+        self.lifetimes.add(Keys.result(job_id), blob, self.ttl)
+        rest = {name: value for name, value in result.items()
+                if name not in self.bulk_result_fields}
+        return {**rest, "blob": blob}
+
+    def discard_result_bulk(self, job_id: str, stored: dict[str, Any]) -> None:
+        """Delete the blob of a result that its job did not keep (canceled meanwhile)."""
+        self.lifetimes.remove(Keys.result(job_id), stored["blob"])
 
     def get_result(self, job_id: str) -> dict[str, Any] | None:
+        """The result with its labels and decision values (``None`` once it has expired)."""
         raw = self.redis.get(Keys.result(job_id))
-        return None if raw is None else json.loads(raw)
+        if raw is None:
+            return None
+        result = json.loads(raw)
+        blob = result.pop("blob", None)
+        if blob is None:
+            return result
+        payload = read(self.blobs, blob)
+        return None if payload is None else {**result, **json.loads(payload)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,11 +690,13 @@ PROVISIONAL_MODEL_SECONDS = 3600
 
 
 class ModelStore:
-    """Trained models: JSON metadata plus ``.npz`` arrays, never pickles."""
+    """Trained models: JSON metadata in Redis, their ``.npz`` arrays a blob; never pickles."""
 
-    def __init__(self, redis: Redis, ttl_seconds: int):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore):
         self.redis = redis
         self.ttl = ttl_seconds
+        self.blobs = blobs
+        self.lifetimes = BlobLifetimes(redis, blobs)
         self._delete_owned = redis.register_script(_DELETE_OWNED)
 
     def put(self, meta: dict[str, Any], arrays: dict[str, np.ndarray], info: dict[str, Any],
@@ -545,13 +714,17 @@ class ModelStore:
         model_id = new_id()
         key = Keys.model(model_id)
         ttl = PROVISIONAL_MODEL_SECONDS if provisional else (ttl_seconds or self.ttl)
+        blob = BlobKeys.model(info.get("owner", "anonymous"), model_id)
+        self.blobs.put(blob, payload)
         with self.redis.pipeline() as pipe:
             pipe.hset(key, mapping={
                 "meta": json.dumps(meta),
-                "npz": payload,
+                "blob": blob,
+                "stored_bytes": len(payload),
                 "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
             })
             pipe.expire(key, ttl)
+            self.lifetimes.add(key, blob, ttl, pipe)
             pipe.execute()
         return model_id
 
@@ -566,11 +739,15 @@ class ModelStore:
     def delete_owned(self, model_id: str, owner: str) -> int | None:
         """Remove ``owner``'s model; the bytes of its arrays removed, or ``None`` when it does
         not exist, has expired or is another tenant's."""
-        size = int(self._delete_owned(keys=[Keys.model(model_id)], args=[owner, "info"]))
-        return None if size < 0 else size
+        return _delete_owned(self._delete_owned, self.lifetimes, Keys.model(model_id), owner,
+                             "info")
 
     def delete(self, model_id: str) -> None:
-        self.redis.delete(Keys.model(model_id))
+        key = Keys.model(model_id)
+        blob = self.redis.hget(key, "blob")
+        self.redis.delete(key)
+        if blob is not None:
+            self.lifetimes.remove(key, blob.decode())
 
     def info(self, model_id: str, owner: str | None = None) -> dict[str, Any] | None:
         """The model's description; with ``owner``, only if that tenant's job trained it."""
@@ -584,12 +761,15 @@ class ModelStore:
 
     def load(self, model_id: str, owner: str | None = None
              ) -> tuple[dict[str, Any], bytes] | None:
-        meta, payload, info = self.redis.hmget(Keys.model(model_id), "meta", "npz", "info")
-        if meta is None or payload is None:
+        key = Keys.model(model_id)
+        meta, blob, info = self.redis.hmget(key, "meta", "blob", "info")
+        if meta is None:
             return None
         if owner is not None and json.loads(info or "{}").get("owner", "anonymous") != owner:
             return None
-        return json.loads(meta), payload
+        # A model stored before the blob store has its bytes in the record.
+        payload = self.redis.hget(key, "npz") if blob is None else read(self.blobs, blob.decode())
+        return None if payload is None else (json.loads(meta), payload)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,30 +799,29 @@ class IdempotencyStore:
 
 
 class PlotStore:
-    """The rendered plot of a job (SVG and PNG bytes), kept as long as its result.
-
-    SVG is stored zlib-compressed (about 8x smaller; PNG is compressed already), so a plot costs
-    about 60 KB of Redis per job.
-    """
+    """The rendered plot of a job (SVG and PNG bytes), a blob per format kept as long as the
+    job's record (about 60 KB per job). SVG is stored zlib-compressed (about 8x smaller; PNG is
+    compressed already)."""
 
     formats = ("svg", "png")
     _compressed = frozenset({"svg"})
 
-    def __init__(self, redis: Redis, ttl_seconds: int):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore):
         self.redis = redis
         self.ttl = ttl_seconds
+        self.blobs = blobs
+        self.lifetimes = BlobLifetimes(redis, blobs)
 
-    def put(self, job_id: str, images: dict[str, bytes]) -> None:
-        key = Keys.plot(job_id)
-        mapping = {fmt: zlib.compress(images[fmt]) if fmt in self._compressed else images[fmt]
-                   for fmt in self.formats if fmt in images}
-        with self.redis.pipeline() as pipe:
-            pipe.hset(key, mapping=mapping)
-            pipe.expire(key, self.ttl)
-            pipe.execute()
+    def put(self, job_id: str, owner: str, images: dict[str, bytes]) -> None:
+        for fmt in self.formats:
+            if fmt in images:
+                blob = BlobKeys.plot(owner, job_id, fmt)
+                image = images[fmt]
+                self.blobs.put(blob, zlib.compress(image) if fmt in self._compressed else image)
+                self.lifetimes.add(Keys.job(job_id), blob, self.ttl)
 
-    def get(self, job_id: str, fmt: str) -> bytes | None:
-        stored = self.redis.hget(Keys.plot(job_id), fmt)
+    def get(self, job_id: str, owner: str, fmt: str) -> bytes | None:
+        stored = read(self.blobs, BlobKeys.plot(owner, job_id, fmt))
         if stored is None or fmt not in self._compressed:
             return stored
         return zlib.decompress(stored)
@@ -651,14 +830,17 @@ class PlotStore:
 class Stores:
     """The stores over one connection, with TTLs from the settings."""
 
-    def __init__(self, redis: Redis, settings: Settings):
+    def __init__(self, redis: Redis, settings: Settings, blobs: BlobStore | None = None):
         self.redis = redis
-        self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds)
+        self.blobs = blob_store(settings) if blobs is None else blobs
+        self.lifetimes = BlobLifetimes(redis, self.blobs)
+        self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds, self.blobs)
         self.uploads = UploadStore(redis, self.datasets, settings.dataset_ttl_seconds)
-        self.jobs = JobStore(redis, settings.job_ttl_seconds)
-        self.models = ModelStore(redis, settings.model_ttl_seconds)
+        self.jobs = JobStore(redis, settings.job_ttl_seconds, self.blobs,
+                             settings.inline_input_max_bytes)
+        self.models = ModelStore(redis, settings.model_ttl_seconds, self.blobs)
         self.idempotency = IdempotencyStore(redis, settings.idempotency_ttl_seconds)
-        self.plots = PlotStore(redis, settings.job_ttl_seconds)
+        self.plots = PlotStore(redis, settings.job_ttl_seconds, self.blobs)
 
     def job_data(self, job_input: dict[str, Any], input_kind: str) -> Any | None:
         """What a job clusters, from its stored input: its integer sequences (``input_kind``

@@ -35,6 +35,8 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
             f"(appendfsync {fsync})")
     else:
         say(f"using Redis at {os.environ['MMC_REDIS_URL']}")
+    # Datasets, models and results: a directory beside Redis's, unless MMC_BLOB_URL names one.
+    env.setdefault("MMC_BLOB_URL", str(Path(data_dir).resolve() / "blobs"))
     n_workers = workers_per_queue * len(QUEUE_NAMES)
     env.setdefault("MMC_LOCAL_WORKERS", str(n_workers))  # the default per-job memory cap
     for queue in QUEUE_NAMES:

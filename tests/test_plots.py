@@ -15,6 +15,8 @@ import pytest
 from redis import Redis
 from sklearn.datasets import load_digits, make_blobs
 
+from core.blobs import LocalBlobStore
+from core.keys import BlobKeys
 from service.plots import job_plot
 from tests.conftest import TENANT_KEYS
 from tests.helpers import submit_job, wait_for_job
@@ -102,15 +104,16 @@ def finished_job(base_url: str, payload: dict) -> str:
     return job["id"]
 
 
-def test_plot_of_2d_job_is_svg_by_default_and_png_on_accept(service_url, redis_url):
+def test_plot_of_2d_job_is_svg_by_default_and_png_on_accept(service_url, service_env):
     X, _ = make_blobs(n_samples=80, centers=2, random_state=0)
     job_id = finished_job(service_url, {"algorithm": {"name": "itersvr",
                                                       "params": {"random_state": 0}},
                                         "data": {"X": X.tolist()}})
-    redis = Redis.from_url(redis_url)
-    assert not redis.exists(f"mmc:plot:{job_id}")  # the job drew none: the first GET does
+    blobs = LocalBlobStore(service_env["MMC_BLOB_URL"])
+    plot = BlobKeys.plot("anonymous", job_id, "svg")
+    assert not blobs.exists(plot)  # the job drew none: the first GET does
     svg = httpx.get(f"{service_url}/v1/jobs/{job_id}/plot", timeout=30)
-    assert redis.exists(f"mmc:plot:{job_id}")
+    assert blobs.exists(plot)
     assert svg.status_code == 200
     assert svg.headers["content-type"] == "image/svg+xml"
     assert "regions the model predicts" in svg_text(svg.content)

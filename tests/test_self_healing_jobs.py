@@ -23,7 +23,6 @@ from sklearn.datasets import make_blobs
 
 from core.keys import Keys
 from core.queues import SERIALIZER
-from core.settings import Settings
 from core.stores import Stores, new_id
 from tests.hardening import HEARTBEAT, MEMORY_MB, Receiver, several_seconds
 
@@ -88,7 +87,7 @@ def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deploy
         assert "heartbeats" in second["progress"]["message"] or second["progress"]["step"] >= 0
 
         # The first attempt (RQ id == job id) writing directly: every write is refused.
-        jobs = Stores(redis, Settings(redis_url=deployment.redis_url)).jobs
+        jobs = Stores(redis, deployment.settings).jobs
         before = record(redis, job_id)
         assert not jobs.transition(job_id, ("running",), fence=job_id,
                                    progress={"step": 999, "message": "stale"})
@@ -107,7 +106,7 @@ def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deploy
     done = wait_record(redis, job_id, final, timeout=120)
     assert done["status"] == "succeeded", done
     assert done["attempt"] == 2 and done["worker"]["pid"] == second["worker"]["pid"]
-    result = json.loads(redis.get(Keys.result(job_id)))
+    result = Stores(redis, deployment.settings).jobs.get_result(job_id)
     assert result["model_id"] == done["model_id"]
     # The resumed attempt stopped at its first refused progress write and stored no model.
     deadline = time.monotonic() + 30
@@ -160,7 +159,7 @@ def test_lost_job_nobody_polls_is_failed_by_the_sweeper_and_its_webhook_delivere
 def test_record_created_but_never_enqueued_runs_and_its_dataset_outlives_its_ttl(
         deployment, redis):
     """What the API leaves when it dies between creating the record and enqueueing the job."""
-    settings = Settings(redis_url=deployment.redis_url)
+    settings = deployment.settings
     stores = Stores(redis, settings)
     X, _ = make_blobs(n_samples=40, centers=2, random_state=3)
     dataset_id = stores.datasets.put(X, owner="anonymous", describe=False)[0]["id"]
@@ -179,7 +178,7 @@ def test_record_created_but_never_enqueued_runs_and_its_dataset_outlives_its_ttl
     assert redis.exists(Keys.dataset(dataset_id)), "the queued job's dataset expired"
     done = wait_record(redis, job_id, final, timeout=4 * HEARTBEAT + 30)
     assert done["status"] == "succeeded", done
-    assert len(json.loads(redis.get(Keys.result(job_id)))["labels"]) == 40
+    assert len(stores.jobs.get_result(job_id)["labels"]) == 40
 
 
 def test_job_past_the_memory_cap_fails_with_a_message_and_the_worker_serves_the_next(
@@ -246,7 +245,7 @@ def test_a_model_lives_a_month_only_once_its_job_kept_it(deployment, redis):
     stored provisionally, and the fenced step that records success gives it its lifetime."""
     from core.stores import PROVISIONAL_MODEL_SECONDS
 
-    stores = Stores(redis, Settings(redis_url=deployment.redis_url))
+    stores = Stores(redis, deployment.settings)
     job_id = new_id()
     redis.hset(Keys.job(job_id), mapping={
         "id": json.dumps(job_id), "owner": json.dumps("anonymous"),

@@ -13,7 +13,9 @@ A sweep looks at every queued or running job (the tenants' active sets):
 - queued or running: its dataset's TTL is renewed to cover the job, so a job waiting in the
   queue never finds its data expired;
 - webhook retries that are due go back on their queue even while RQ's scheduler lock is held
-  by a worker that was killed.
+  by a worker that was killed;
+- blobs whose records have expired or were deleted are deleted from the blob store
+  (:class:`core.stores.BlobLifetimes`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.utils import current_timestamp
 
+from core.blobs import BlobUnavailableError
 from core.jobs import enqueue, lost_job
 from core.keys import Keys
 from core.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
@@ -79,7 +82,19 @@ def sweep(redis: Redis, settings: Settings, now: float | None = None) -> list[tu
         outcome = _check_queued(redis, settings, record, now)
         if outcome:
             done.append((job_id, outcome))
+    _expire_blobs(stores, now)
     return done
+
+
+def _expire_blobs(stores: Stores, now: float) -> None:
+    """Delete the blobs of expired records; with the store down, the next pass tries again."""
+    try:
+        deleted = stores.lifetimes.sweep(now)
+    except BlobUnavailableError as exc:
+        log.warning("sweeper: blob store unavailable (%s); expired blobs kept for now", exc)
+        return
+    if deleted:
+        log.info("sweeper: %d expired blobs deleted", deleted)
 
 
 def _check_queued(redis: Redis, settings: Settings, record: dict[str, Any],

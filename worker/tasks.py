@@ -22,6 +22,7 @@ from rq import get_current_job
 from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
+from core.blobs import BlobUnavailableError
 from core.jobs import lost_job, record_id
 from core.keys import Keys
 from core.metrics import job_finished
@@ -34,6 +35,9 @@ from worker import memory
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.05
+# Waits before each retry of a blob store call that failed for a transient reason (the store
+# down or answering 5xx): about half a minute in all before the job fails saying why.
+BLOB_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
 # After the fit: rows of decision values computed between two progress reports.
 DECISION_BLOCK = 100_000
 MAX_REPORTED_OBJECTIVES = 1000
@@ -41,6 +45,22 @@ MAX_REPORTED_OBJECTIVES = 1000
 
 class JobCanceledError(Exception):
     """Raised inside ``fit`` (via the progress callback) when the record says ``canceled``."""
+
+
+def with_blob_retries(action, what: str):
+    """``action()``, tried again after each of :data:`BLOB_RETRY_SECONDS` while the blob store
+    is unavailable; then a :class:`BlobUnavailableError` that says what could not be done."""
+    for wait in (*BLOB_RETRY_SECONDS, None):
+        try:
+            return action()
+        except BlobUnavailableError as exc:
+            if wait is None:
+                raise BlobUnavailableError(
+                    f"{what}: the blob store stayed unavailable for "
+                    f"{sum(BLOB_RETRY_SECONDS):g} s ({exc})") from exc
+            log.warning("%s: blob store unavailable (%s); retrying in %g s", what, exc, wait)
+            time.sleep(wait)
+    raise AssertionError("unreachable")
 
 
 def _connection() -> Redis:
@@ -169,11 +189,13 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
     try:
         spec = get_spec(record["algorithm"])
         params = spec.parse_params(record["params"])
-        job_input = jobs.load_input(job_id)
+        job_input = with_blob_retries(lambda: jobs.load_input(job_id),
+                                      "the job's input could not be read")
         if job_input is None:
             raise ValueError("the job's input expired before it ran")
         load_started = time.perf_counter()
-        X = stores.job_data(job_input, spec.input_kind)
+        X = with_blob_retries(lambda: stores.job_data(job_input, spec.input_kind),
+                              "the job's data could not be read")
         if X is None:
             raise ValueError(f"dataset {job_input['dataset_id']} was deleted or expired "
                              "before the job ran")
@@ -196,11 +218,12 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
                     last_step, None, f"decision values of {done:,} of {total:,} points")))
         progress(last_step, None, "storing the model and the result")
         meta, arrays = estimator.to_model()
-        model_id = stores.models.put(meta, arrays, {
+        owner = record.get("owner", "anonymous")
+        model_id = with_blob_retries(lambda: stores.models.put(meta, arrays, {
             "algorithm": spec.name, "estimator": type(estimator).__name__, "job_id": job_id,
             "input_kind": spec.input_kind, "n_features_in": meta.get("n_features_in"),
-            "params": params.model_dump(mode="json"), "owner": record.get("owner", "anonymous"),
-        }, provisional=True)
+            "params": params.model_dump(mode="json"), "owner": owner,
+        }, provisional=True), "the model could not be stored")
         extras = estimator.result_extras()
         if reported and "objective_history" not in extras:
             extras["reported_objectives"] = reported
@@ -216,13 +239,17 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             "model_id": model_id,
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         }
+        # The labels are durable in the blob store before the record can say succeeded.
+        stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result),
+                                   "the result could not be stored")
         # Result, status and model_id in one fenced step: they come from the same attempt.
-        done = jobs.transition(job_id, ("running",), fence=fence, result=result,
+        done = jobs.transition(job_id, ("running",), fence=fence, result=stored,
                                keep_model=(model_id, stores.models.ttl),
                                status="succeeded", finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         if not done:
             stores.models.delete(model_id)
+            jobs.discard_result_bulk(job_id, stored)
         return "succeeded" if done else "canceled"
     except JobCanceledError:
         return "canceled"

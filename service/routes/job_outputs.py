@@ -79,12 +79,12 @@ def get_plot(
     record = succeeded_job(request, job_id, caller)
     fmt = format or negotiate(request.headers.get("accept", ""))
     stores = request.app.state.stores
-    image = stores.plots.get(job_id, fmt)
+    image = stores.plots.get(job_id, caller, fmt)
     if image is None:
         if not request.app.state.settings.plots:
             raise ProblemError(404, "plots are turned off on this server (MMC_PLOTS=false)")
         images = draw_plot(request, job_id, record)
-        stores.plots.put(job_id, images)
+        stores.plots.put(job_id, caller, images)
         image = images[fmt]
     return Response(image, media_type=_media_type(fmt, request.headers.get("accept", "")),
                     headers={"Cache-Control": CACHE_CONTROL, "Vary": "Accept"})

