@@ -206,6 +206,19 @@ class MMCEstimatorMixin:
         partial labels, and on sparse data (whose candidates would need a dense copy)."""
         return bool(self._fit_params.portfolio) and not partial_labels and not sp.issparse(X)
 
+    def _portfolio_start(self, X, rng, progress: ProgressCallback | None, step: int,
+                         role: str) -> np.ndarray | None:
+        """The portfolio's best candidate partition of ``X``, from which the method's own
+        optimisation starts (the portfolio is kept for the end of the fit); None where the
+        portfolio does not apply (:meth:`_portfolio_applies`). ``role`` ends the progress
+        message."""
+        if not self._portfolio_applies(X):
+            return None
+        self._portfolio = Portfolio(X, self.n_clusters_, rng)
+        name, labels = self._portfolio.best()
+        report(progress, step, None, f"the {name} candidate {role}")
+        return labels
+
     def _bisection_guide(self, X: np.ndarray, default_guide, rng,
                          progress: ProgressCallback | None = None, step: int = 0) -> np.ndarray:
         """The k-partition of ``X`` that guides a recursive bisection
@@ -213,11 +226,10 @@ class MMCEstimatorMixin:
         else, with the portfolio on, the portfolio's best candidate, which the method's splits
         then refine (its result competes with the candidates at the end of the fit); else
         ``default_guide``'s partition (the binary methods pass CPM3C)."""
-        if self.guide is None and self._portfolio_applies(X):
-            self._portfolio = Portfolio(X, self.n_clusters_, rng)
-            name, labels = self._portfolio.best()
-            report(progress, step, None, f"the {name} candidate guides the splits")
-            return labels
+        if self.guide is None:
+            start = self._portfolio_start(X, rng, progress, step, "guides the splits")
+            if start is not None:
+                return start
         estimator = self.guide if self.guide is not None else default_guide
         return guide_partition(X, self.n_clusters_, estimator, rng, progress, step)
 

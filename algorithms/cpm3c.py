@@ -55,7 +55,7 @@ The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -493,6 +493,9 @@ class _ConstraintSums:
         self._label_sums = np.zeros((0, self.n_labels, width))
         self._sizes = np.zeros(0)
         self.rival_cells = sp.csr_matrix((0, n * n_rows))
+        # (G, d) of the last linearize, until a label moves or a constraint joins: the line
+        # searches and slacks between two QPs read it many times at the same labels.
+        self._linearized: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def membership(self) -> np.ndarray:
@@ -513,6 +516,7 @@ class _ConstraintSums:
         new = constraints[self.m:]
         if not new:
             return
+        self._linearized = None
         self._reserve(self.m + len(new))
         n, k = self.X.shape[0], self.n_labels
         for j, c in enumerate(new, start=self.m):
@@ -553,8 +557,11 @@ class _ConstraintSums:
     def _move_labels(self, labels: np.ndarray) -> None:
         if self.labels is None or self.m == 0:
             self.labels = labels.copy()
+            self._linearized = None
             return
         changed = np.flatnonzero(labels != self.labels)
+        if changed.size:
+            self._linearized = None
         if changed.size > _LABEL_SUMS_REFRESH_SHARE * labels.size:
             members = self.membership
             for p in range(self.n_labels):
@@ -583,7 +590,12 @@ class _ConstraintSums:
         return one_hot
 
     def linearized(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(G, d)`` of (20) at the labels of the last :meth:`update`."""
+        """``(G, d)`` of (20) at the labels of the last :meth:`update` (read-only arrays)."""
+        if self._linearized is None:
+            self._linearized = self._linearize()
+        return self._linearized
+
+    def _linearize(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.X.shape[0]
         if self.binary:
             d = self.sizes / n
@@ -595,7 +607,9 @@ class _ConstraintSums:
         G[..., :-1] -= G[..., -1:] * self.mean
         G[..., :-1] /= self.radius
         G /= n
-        return G.reshape(self.m, -1), d
+        G, d = G.reshape(self.m, -1), np.asarray(d)
+        G.flags.writeable = d.flags.writeable = False
+        return G, d
 
 
 def _linearized_by_class(
@@ -912,7 +926,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     init : {"spectral", "k-means"}, default="spectral"
         Start of the first run: the class means of the kNN graph's spectral partition
         (:func:`algorithms.selection.candidates.spectral_partition`); later runs, and all runs with
-        "k-means" (the paper's start), start from k-means centroids.
+        "k-means" (the paper's start), start from k-means centroids. With ``portfolio=True``
+        the first run starts from the portfolio's best candidate instead (the spectral
+        partition is one of them).
     n_landmarks : int, default=300
         Nystrom landmarks, in [10, 5000]; at least ``n`` reproduces the kernel exactly.
     width_reference : {"diameter", "max_distance"}, default="diameter"
@@ -1060,21 +1076,24 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         tags.input_tags.sparse = True  # CSR is kept sparse through the cutting planes
         return tags
 
-    def _starts(self, X, spectral_start: np.ndarray | None, rng
-                ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Starting partitions and their centres, none twice: the spectral partition (if any),
-        then the ``n_restarts`` best distinct partitions of one pool of ``n_init`` k-means runs
-        (:func:`algorithms.selection.candidates.kmeans_partitions`)."""
+    def _starts(self, X, first: Mapping[str, np.ndarray], rng
+                ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """Starting partitions, none twice, each with its origin and centres: the partitions of
+        ``first`` by origin (the portfolio's best candidate and the spectral partition, where
+        they are used), then the ``n_restarts`` best distinct partitions of one pool of
+        ``n_init`` k-means runs (:func:`algorithms.selection.candidates.kmeans_partitions`)."""
         starts, seen = [], set()
-        if spectral_start is not None:
-            starts.append((spectral_start, cluster_means(X, spectral_start, self.n_clusters_)))
-            seen.add(partition_key(spectral_start))
-        for labels, centres in kmeans_partitions(X, self.n_clusters_, n_init=self.n_init,
-                                                 n_partitions=self.n_restarts,
-                                                 random_state=rng.randint(2**31 - 1)):
+        kmeans = kmeans_partitions(X, self.n_clusters_, n_init=self.n_init,
+                                   n_partitions=self.n_restarts,
+                                   random_state=rng.randint(2**31 - 1))
+        pool = [(origin, labels, None) for origin, labels in first.items()]
+        pool += [("a k-means", labels, centres) for labels, centres in kmeans]
+        for origin, labels, centres in pool:
             if partition_key(labels) not in seen:
                 seen.add(partition_key(labels))
-                starts.append((labels, centres))
+                if centres is None:
+                    centres = cluster_means(X, labels, self.n_clusters_)
+                starts.append((origin, labels, centres))
         return starts
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
@@ -1088,10 +1107,16 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         if self.normalize == "l2":
             X = normalize_rows(X)
-        spectral_start = None
-        if self.init == "spectral":
+        # The portfolio's best candidate is the first start, which the cutting planes refine;
+        # it takes the spectral start's place (the spectral partition is a candidate).
+        first_starts: dict[str, np.ndarray] = {}
+        best_candidate = self._portfolio_start(given, check_random_state(self.random_state),
+                                               progress, 0, "is the first start")
+        if best_candidate is not None:
+            first_starts["the portfolio's best"] = best_candidate
+        elif self.init == "spectral":
             report(progress, 0, None, "spectral partition of the kNN graph")
-            spectral_start = spectral_partition(
+            first_starts["the spectral"] = spectral_partition(
                 X, self.n_clusters_, random_state=rng,
                 on_stage=lambda message: report(progress, 0, None,
                                                 f"spectral partition: {message}"))
@@ -1126,11 +1151,10 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         result_held: _HeldFit | None = None  # the held phase of the run kept, if it emptied any
         fewest_emptied: _HeldFit | None = None  # the held phase that kept the most clusters
         report(progress, 0, None, f"{self.n_init} k-means runs for starting partitions")
-        starts = self._starts(X, spectral_start, rng)
+        starts = self._starts(X, first_starts, rng)
         n_runs = len(starts)
-        for restart, (start_labels, centroids) in enumerate(starts):
-            origin = ("spectral" if restart == 0 and spectral_start is not None else "k-means")
-            report(progress, step, None, f"run {restart + 1} of {n_runs}: from the {origin} "
+        for restart, (origin, start_labels, centroids) in enumerate(starts):
+            report(progress, step, None, f"run {restart + 1} of {n_runs}: from {origin} "
                    "partition")
             w0, b0 = initial_weights(data, centroids, binary)
 

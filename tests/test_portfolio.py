@@ -10,6 +10,7 @@ from sklearn.datasets import make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
 from sklearn.svm import LinearSVC
 
+from algorithms.cpm3c import CPM3C
 from algorithms.itersvr import IterSVR
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.selection import genie, portfolio
@@ -134,6 +135,20 @@ def test_the_portfolio_best_candidate_guides_a_bisection_and_a_given_guide_overr
         X, progress=lambda step, objective, message: messages.append(message))
     assert any(m.startswith("CPM3C's 4-cluster partition") for m in messages)
     assert not any("guides the splits" in m and "candidate" in m for m in messages)
+
+
+def test_cpm3c_refines_the_portfolio_best_candidate_from_its_first_run():
+    X, _ = make_blobs(n_samples=240, centers=4, cluster_std=0.6, random_state=3)
+    messages = []
+    CPM3C(n_clusters=4, random_state=0).fit(
+        X, progress=lambda step, objective, message: messages.append(message))
+    assert any(m.endswith("candidate is the first start") for m in messages)
+    assert any(m.startswith("run 1 of") and "portfolio's best" in m for m in messages)
+    messages.clear()
+    CPM3C(n_clusters=4, random_state=0, portfolio=False).fit(
+        X, progress=lambda step, objective, message: messages.append(message))
+    assert any(m.startswith("run 1 of") and "from the spectral partition" in m
+               for m in messages)
 
 
 def test_choice_keeps_the_separated_partition_over_a_cut_through_clusters():

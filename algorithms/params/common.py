@@ -65,8 +65,9 @@ NClustersOrAuto = Annotated[
     WithJsonSchema({"anyOf": [_NUMBER_OF_CLUSTERS_SCHEMA, _AUTO_SCHEMA]}),
     Field(description=(
         "Number of clusters k, or 'auto': the k in 2..max_clusters whose partition has the "
-        "largest prediction strength of at least 0.8 (Tibshirani and Walther 2005), reported "
-        "as n_clusters_ with the strength of every k."
+        "largest prediction strength of at least 0.8 (Tibshirani and Walther 2005); a job's "
+        "result extras give the chosen k as n_clusters and the strength of every k as "
+        "n_clusters_strengths (the estimator's n_clusters_ and n_clusters_strengths_)."
     )),
 ]
 NClustersAutoOrNone = Annotated[

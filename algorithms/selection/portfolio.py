@@ -61,9 +61,7 @@ SCORE_RANK = 200
 # The margin's trade-off, beta = 1 / C, as in the selection of the methods' own candidates.
 SCORE_C = 100.0
 GMM_INIT = 3
-# The finite Newton method of the score ends in about ten steps; these bound a step's halvings
-# and the steps.
-NEWTON_SMALLEST_STEP = 1e-10
+# The finite Newton method of the score ends in a few steps; this bounds them.
 NEWTON_MAX_ITER = 100
 
 
@@ -199,39 +197,55 @@ def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
 
 def squared_hinge_margin(Z: np.ndarray, y: np.ndarray, beta: float) -> float:
     """``omega(y) = min_w beta/2 ||w||^2 + sum_i max(0, 1 - y_i w^T z_i)^2`` on features ``Z``
-    (no intercept), by the finite Newton method of Keerthi and DeCoste (2005, section 2): on
-    the active set ``A`` of points inside the margin the objective is quadratic, with its minimum
-    ``(beta/2 I + Z_A^T Z_A)^-1 Z_A^T y_A``; a step towards it (halved until the objective does
-    not rise) gives a new active set, and the minimum is reached when a full step keeps the set.
-    """
+    (no intercept), by the modified finite Newton method of Keerthi and DeCoste (2005,
+    Algorithm 1): on the active set ``A`` of points inside the margin the objective is
+    quadratic, with its minimum ``(beta/2 I + Z_A^T Z_A)^-1 Z_A^T y_A``; an exact line search
+    towards it (:func:`_exact_step`) gives a new active set, and the minimum is reached when
+    the active set no longer changes."""
     n_features = Z.shape[1]
     w = np.zeros(n_features)
     active = np.ones(Z.shape[0], dtype=bool)
-    value = _squared_hinge_objective(Z, y, w, beta)
     for _ in range(NEWTON_MAX_ITER):
         Z_active = Z[active]
         hessian = Z_active.T @ Z_active
         hessian.flat[:: n_features + 1] += 0.5 * beta
-        step = linalg.solve(hessian, Z_active.T @ y[active], assume_a="pos") - w
-        fraction = 1.0
-        while True:
-            trial = w + fraction * step
-            trial_value = _squared_hinge_objective(Z, y, trial, beta)
-            if trial_value <= value or fraction < NEWTON_SMALLEST_STEP:
-                break
-            fraction *= 0.5
-        w, value = trial, trial_value
+        direction = linalg.solve(hessian, Z_active.T @ y[active], assume_a="pos") - w
+        w = w + _exact_step(Z, y, w, direction, beta) * direction
         now_active = y * (Z @ w) < 1.0
-        if fraction == 1.0 and np.array_equal(now_active, active):
+        if np.array_equal(now_active, active):
             break
         active = now_active
-    return value
-
-
-def _squared_hinge_objective(Z: np.ndarray, y: np.ndarray, w: np.ndarray, beta: float
-                             ) -> float:
     slack = np.maximum(0.0, 1.0 - y * (Z @ w))
     return 0.5 * beta * float(w @ w) + float(slack @ slack)
+
+
+def _exact_step(Z: np.ndarray, y: np.ndarray, w: np.ndarray, direction: np.ndarray,
+                beta: float) -> float:
+    """The ``t >= 0`` minimising the objective of :func:`squared_hinge_margin` at
+    ``w + t d``. With slacks ``a_i - t b_i`` (``a = 1 - y Z w``, ``b = y Z d``) its derivative
+    ``beta (w^T d + t d^T d) - 2 sum_{a_i - t b_i > 0} b_i (a_i - t b_i)`` is increasing and
+    piecewise linear in ``t``, with breakpoints where a slack reaches 0: the root lies in the
+    first piece where the derivative turns non-negative (Keerthi and DeCoste 2005, section
+    3)."""
+    a = 1.0 - y * (Z @ w)
+    b = y * (Z @ direction)
+    # Linear part: derivative(t) = slope * t + offset over the terms active in a piece.
+    slope, offset = beta * float(direction @ direction), beta * float(w @ direction)
+    inside = a > 0.0
+    slope += 2.0 * float(b[inside] @ b[inside])
+    offset -= 2.0 * float(b[inside] @ a[inside])
+    # A term changes state where a_i = t b_i, t > 0: an inside term leaves (b_i > 0), an outside
+    # term enters (b_i < 0).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        breaks = a / b
+    changing = (breaks > 0.0) & np.isfinite(breaks) & np.where(inside, b > 0.0, b < 0.0)
+    for i in np.flatnonzero(changing)[np.argsort(breaks[changing])]:
+        if slope * breaks[i] + offset >= 0.0:
+            break
+        sign = -1.0 if inside[i] else 1.0  # a term leaving or entering the sum
+        slope += sign * 2.0 * b[i] * b[i]
+        offset -= sign * 2.0 * b[i] * a[i]
+    return max(0.0, -offset / slope) if slope > 0.0 else 0.0
 
 
 class ClusterMargins:
