@@ -124,29 +124,29 @@ def test_a_cluster_shared_by_candidates_or_its_complement_is_solved_once(monkeyp
     assert len(solved) == 5
 
 
-def test_the_portfolio_best_candidate_guides_a_bisection_and_a_given_guide_overrides():
+def _fit_messages(estimator, **params) -> list[str]:
+    """The progress messages of ``estimator(n_clusters=4, random_state=0, **params)`` fitted to
+    four separated blobs."""
     X, _ = make_blobs(n_samples=240, centers=4, cluster_std=0.6, random_state=3)
-    messages = []
-    IterSVR(n_clusters=4, random_state=0).fit(
+    messages: list[str] = []
+    estimator(n_clusters=4, random_state=0, **params).fit(
         X, progress=lambda step, objective, message: messages.append(message))
+    return messages
+
+
+def test_the_portfolio_best_candidate_guides_a_bisection_and_cpm3c_without_it():
+    messages = _fit_messages(IterSVR)
     assert any(m.endswith("candidate guides the splits") for m in messages)
-    messages.clear()
-    IterSVR(n_clusters=4, random_state=0, portfolio=False).fit(
-        X, progress=lambda step, objective, message: messages.append(message))
+    messages = _fit_messages(IterSVR, portfolio=False)
     assert any(m.startswith("CPM3C's 4-cluster partition") for m in messages)
     assert not any("guides the splits" in m and "candidate" in m for m in messages)
 
 
 def test_cpm3c_refines_the_portfolio_best_candidate_from_its_first_run():
-    X, _ = make_blobs(n_samples=240, centers=4, cluster_std=0.6, random_state=3)
-    messages = []
-    CPM3C(n_clusters=4, random_state=0).fit(
-        X, progress=lambda step, objective, message: messages.append(message))
+    messages = _fit_messages(CPM3C)
     assert any(m.endswith("candidate is the first start") for m in messages)
     assert any(m.startswith("run 1 of") and "portfolio's best" in m for m in messages)
-    messages.clear()
-    CPM3C(n_clusters=4, random_state=0, portfolio=False).fit(
-        X, progress=lambda step, objective, message: messages.append(message))
+    messages = _fit_messages(CPM3C, portfolio=False)
     assert any(m.startswith("run 1 of") and "from the spectral partition" in m
                for m in messages)
 
