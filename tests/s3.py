@@ -3,6 +3,7 @@ of the dev extra) on free ports, started as the tests start ``redis-server``. No
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.blobs import S3BlobStore
+from core.blobs import S3BlobStore, read
 from core.lifetime import when_parent_ends
 from mmc import processes
 
@@ -68,19 +69,20 @@ def _spawn(command: list[str], log_path: Path) -> subprocess.Popen:
 
 
 def _wait_ready(server: WeedServer, timeout: float = 60.0) -> None:
-    """Until the bucket exists (made here): the S3 gateway answers only once master, volume
-    and filer are up."""
+    """Until the bucket exists (made here) and an object reads back as written: the S3 gateway
+    answers before the volume server has registered, and its reads fail until it has."""
     deadline = time.monotonic() + timeout
     store = server.store()
     while True:
-        try:
+        with contextlib.suppress(Exception):  # refused, 5xx or no bucket yet while it starts
             store.ensure_bucket()
-            return
-        except Exception:  # refused, 5xx or no bucket yet while it starts
-            if server.process.poll() is not None or time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"weed did not start: see {server.log_path}") from None
-            time.sleep(0.2)
+            store.put("ready-probe", b"ready")
+            if read(store, "ready-probe") == b"ready":
+                return
+        if server.process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"weed did not start: see {server.log_path}")
+        time.sleep(0.2)
 
 
 def start_weed(directory: Path) -> WeedServer:

@@ -407,15 +407,15 @@ def test_health_readiness_and_metrics(service_url):
     assert "mmc_http_requests_total" in text and "mmc_redis_up 1" in text
 
 
-def test_failure_callback_marks_a_timed_out_job_failed(redis_url):
+def test_failure_callback_marks_a_timed_out_job_failed(redis_url, tmp_path):
     from rq.timeouts import JobTimeoutException
 
     from core.settings import Settings
-    from core.stores import JobStore
+    from core.stores import Stores
     from worker.tasks import on_failure
 
     redis = Redis.from_url(redis_url)
-    store = JobStore(redis, Settings().job_ttl_seconds)
+    store = Stores(redis, Settings(blob_url=str(tmp_path))).jobs
     job_id = f"timeout-{time.time_ns()}"
     outcome, _ = store.create_admitted(
         {"id": job_id, "owner": "nobody", "status": "running", "queued_at": time.time()},

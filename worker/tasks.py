@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 PROGRESS_INTERVAL_SECONDS = 0.05
 # Waits before each retry of a blob store call that failed for a transient reason (the store
 # down or answering 5xx): about half a minute in all before the job fails saying why.
-BLOB_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 16.0)
+BLOB_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
 # After the fit: rows of decision values computed between two progress reports.
 DECISION_BLOCK = 100_000
 MAX_REPORTED_OBJECTIVES = 1000
