@@ -159,12 +159,19 @@ class S3BlobStore:
     def _key(self, key: str) -> str:
         return self.prefix + key
 
+    # Objects up to this size go in one PUT; larger ones as a multipart upload.
+    single_put_bytes = 8 * 2**20
+
     def put(self, key: str, data: Chunks) -> int:
-        stream = _ChunkStream(_chunks(data))
+        chunks = list(_chunks(data))
+        size = sum(memoryview(chunk).nbytes for chunk in chunks)
         with _translated():
-            # Multipart above 8 MiB; S3 makes the object visible only once it is complete.
-            self.client.upload_fileobj(stream, self.bucket, self._key(key))
-        return stream.size
+            if size <= self.single_put_bytes:  # one request, retried by botocore alone
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key),
+                                       Body=b"".join(chunks))
+            else:  # S3 makes the object visible only once every part is in
+                self.client.upload_fileobj(_ChunkStream(chunks), self.bucket, self._key(key))
+        return size
 
     def open(self, key: str) -> BinaryIO | None:
         with _translated():

@@ -47,9 +47,10 @@ class JobCanceledError(Exception):
     """Raised inside ``fit`` (via the progress callback) when the record says ``canceled``."""
 
 
-def with_blob_retries(action, what: str):
+def with_blob_retries(action, what: str, waiting=None):
     """``action()``, tried again after each of :data:`BLOB_RETRY_SECONDS` while the blob store
-    is unavailable; then a :class:`BlobUnavailableError` that says what could not be done."""
+    is unavailable, telling ``waiting(message)`` (the job's progress) each time; then a
+    :class:`BlobUnavailableError` that says what could not be done."""
     for wait in (*BLOB_RETRY_SECONDS, None):
         try:
             return action()
@@ -58,7 +59,10 @@ def with_blob_retries(action, what: str):
                 raise BlobUnavailableError(
                     f"{what}: the blob store stayed unavailable for "
                     f"{sum(BLOB_RETRY_SECONDS):g} s ({exc})") from exc
-            log.warning("%s: blob store unavailable (%s); retrying in %g s", what, exc, wait)
+            message = f"{what}: the blob store is unavailable; retrying in {wait:g} s"
+            log.warning("%s (%s)", message, exc)
+            if waiting is not None:
+                waiting(message)
             time.sleep(wait)
     raise AssertionError("unreachable")
 
@@ -186,16 +190,19 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         if not jobs.transition(job_id, ("running",), fence=fence, progress=update):
             raise JobCanceledError(job_id)
 
+    def waiting(message: str) -> None:
+        progress(last_step, None, message)
+
     try:
         spec = get_spec(record["algorithm"])
         params = spec.parse_params(record["params"])
         job_input = with_blob_retries(lambda: jobs.load_input(job_id),
-                                      "the job's input could not be read")
+                                      "the job's input could not be read", waiting)
         if job_input is None:
             raise ValueError("the job's input expired before it ran")
         load_started = time.perf_counter()
         X = with_blob_retries(lambda: stores.job_data(job_input, spec.input_kind),
-                              "the job's data could not be read")
+                              "the job's data could not be read", waiting)
         if X is None:
             raise ValueError(f"dataset {job_input['dataset_id']} was deleted or expired "
                              "before the job ran")
@@ -223,7 +230,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             "algorithm": spec.name, "estimator": type(estimator).__name__, "job_id": job_id,
             "input_kind": spec.input_kind, "n_features_in": meta.get("n_features_in"),
             "params": params.model_dump(mode="json"), "owner": owner,
-        }, provisional=True), "the model could not be stored")
+        }, provisional=True), "the model could not be stored", waiting)
         extras = estimator.result_extras()
         if reported and "objective_history" not in extras:
             extras["reported_objectives"] = reported
@@ -241,7 +248,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         }
         # The labels are durable in the blob store before the record can say succeeded.
         stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result),
-                                   "the result could not be stored")
+                                   "the result could not be stored", waiting)
         # Result, status and model_id in one fenced step: they come from the same attempt.
         done = jobs.transition(job_id, ("running",), fence=fence, result=stored,
                                keep_model=(model_id, stores.models.ttl),
