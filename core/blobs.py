@@ -163,7 +163,19 @@ class S3BlobStore:
     single_put_bytes = 8 * 2**20
 
     def put(self, key: str, data: Chunks) -> int:
+        from botocore.exceptions import ClientError
+
         chunks = list(_chunks(data))
+        try:
+            return self._put(key, chunks)
+        except ClientError as exc:
+            # A store started empty (compose's SeaweedFS): the first write makes the bucket.
+            if exc.response.get("Error", {}).get("Code") != "NoSuchBucket":
+                raise
+            self.ensure_bucket()
+            return self._put(key, chunks)
+
+    def _put(self, key: str, chunks: list[bytes | bytearray | memoryview]) -> int:
         size = sum(memoryview(chunk).nbytes for chunk in chunks)
         with _translated():
             if size <= self.single_put_bytes:  # one request, retried by botocore alone

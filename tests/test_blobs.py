@@ -67,6 +67,12 @@ def test_a_local_write_leaves_no_temporary_file_and_no_key_leaves_the_directory(
         store.put("../outside", b"x")
 
 
+def test_the_first_write_to_a_missing_bucket_makes_it(weed):
+    store = weed.store(bucket=f"fresh-{time.monotonic_ns()}")
+    store.put("k", b"v")
+    assert read(store, "k") == b"v"
+
+
 def test_blob_url_names_the_store(tmp_path):
     assert isinstance(blob_store(Settings(blob_url=str(tmp_path))), LocalBlobStore)
     assert isinstance(blob_store(Settings(blob_url=f"file://{tmp_path}")), LocalBlobStore)

@@ -41,7 +41,7 @@ def compose_services() -> dict[str, dict[str, str]]:
 
 def test_compose_runs_redis_with_aof_api_and_one_worker_per_queue():
     services = compose_services()
-    assert set(services) == {"redis", "api", "worker-fast", "worker-slow"}
+    assert set(services) == {"redis", "s3", "api", "worker-fast", "worker-slow"}
     redis_command = json.loads(services["redis"]["command"])
     assert redis_command[:3] == ["redis-server", "--appendonly", "yes"]
     assert "redis-data:/data" in services["redis"]["volumes"]
@@ -49,6 +49,16 @@ def test_compose_runs_redis_with_aof_api_and_one_worker_per_queue():
         assert service["restart"] == "unless-stopped", name
         assert "healthcheck" in service, name
     assert "MMC_REDIS_URL: redis://redis:6379/0" in services["api"]["environment"]
+
+
+def test_compose_gives_the_api_and_the_workers_one_s3_blob_store():
+    """Containers share no directory: the default local blob store would split the data."""
+    services = compose_services()
+    assert json.loads(services["s3"]["command"])[:2] == ["server", "-s3"]
+    for name in ("api", *(f"worker-{queue}" for queue in QUEUE_NAMES)):
+        environment = services[name]["environment"]
+        assert "MMC_BLOB_URL: s3://mmc/blobs" in environment, name
+        assert "MMC_S3_ENDPOINT: http://s3:8333" in environment, name
 
 
 def test_compose_commands_exist():
