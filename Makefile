@@ -49,7 +49,9 @@ worker: install
 	$(BIN)/mmc worker
 
 test: install
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
+	@# SCIPY_ARRAY_API=1: scikit-learn's estimator checks run their Array API check (NumPy
+	@# inputs with array_api_dispatch on) only with it; NumPy arrays behave the same.
+	SCIPY_ARRAY_API=1 OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 

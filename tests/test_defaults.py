@@ -163,12 +163,13 @@ def test_cpm3c_keeps_ten_digit_clusters_where_free_labels_empty_them():
 
 
 def test_cpm3c_keeps_the_start_classifier_that_empties_fewer_clusters_than_the_free_runs():
-    # 16 touching blobs of 5 points: both runs keep 3 clusters once the labels are free and
-    # both held phases (the starts' max-margin classifiers) empty two. Only a held phase that
-    # kept every cluster was used, so 3 clusters came back (ARI 0.16; k-means 0.40).
+    # CPM3C's own runs (no portfolio). 16 touching blobs of 5 points: both runs keep 3
+    # clusters once the labels are free and both held phases (the starts' max-margin
+    # classifiers) empty two. Only a held phase that kept every cluster was used, so 3 clusters
+    # came back (ARI 0.16; k-means 0.40).
     X, y = grid_blobs(16, 5, 3.0, seed=0)
     kmeans = KMeans(16, n_init=10, random_state=0).fit_predict(X)
-    est = CPM3C(n_clusters=16, random_state=0).fit(X)
+    est = CPM3C(n_clusters=16, random_state=0, portfolio=False).fit(X)
     assert np.unique(est.labels_).size >= 14
     assert adjusted_rand_score(y, est.labels_) > adjusted_rand_score(y, kmeans)
     assert "2 of 16 clusters are empty" in est.warnings_[-1]
@@ -178,7 +179,7 @@ def test_cpm3c_keeps_another_runs_start_classifier_when_the_best_runs_empties_a_
     # 24 blobs of 7 points: the best free run's held phase empties one cluster, the other's
     # none; before, the free labels came back (3 clusters, ARI 0.14).
     X, _ = grid_blobs(24, 7, 4.0, seed=1)
-    est = CPM3C(n_clusters=24, random_state=0).fit(X)
+    est = CPM3C(n_clusters=24, random_state=0, portfolio=False).fit(X)
     assert np.unique(est.labels_).size == 24
     assert est.warnings_ == ["class elimination: every one of the 2 runs emptied a cluster once "
                              "its labels were free; kept the max-margin classifier of the "

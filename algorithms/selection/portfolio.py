@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
+from sklearn import config_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 from sklearn.utils import check_random_state
@@ -78,8 +79,11 @@ class PortfolioChoice:
 
 
 def gmm_labels(X: np.ndarray, n_clusters: int, random_state=None) -> np.ndarray:
-    """A Gaussian mixture's labels (full covariances, ``GMM_INIT`` starts)."""
-    with small_problem_threads(), warnings.catch_warnings():
+    """A Gaussian mixture's labels (full covariances, ``GMM_INIT`` starts, k-means
+    initialisation). The fit is on NumPy arrays whatever scikit-learn's ``array_api_dispatch``
+    (under which its k-means initialisation is not available)."""
+    with small_problem_threads(), warnings.catch_warnings(), config_context(
+            array_api_dispatch=False):
         warnings.simplefilter("ignore", ConvergenceWarning)
         mixture = GaussianMixture(n_clusters, covariance_type="full", n_init=GMM_INIT,
                                   reg_covar=1e-6, random_state=random_state)
