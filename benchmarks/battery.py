@@ -10,8 +10,9 @@ suite's published results. ``--heldout`` adds sets of our own (``benchmarks.batt
 Every clustering method of the registry runs at the reference k with its defaults, and with
 ``n_clusters="auto"``; beside them, in the same run, Genie (``genieclust``, a benchmark-only
 peer of the ``bench`` extra), kNN spectral clustering (scikit-learn, 10 neighbours), a Gaussian
-mixture, k-means and HDBSCAN (which finds k). Each fit runs in its own process, two at a time,
-killed after ``--timeout`` seconds (scored 0). ``--write`` writes ``docs/battery.md``.
+mixture, k-means and HDBSCAN (which finds k). Each fit runs in its own process, two at a time
+with half the CPUs' threads each (as the service's two workers), killed after ``--timeout``
+seconds (scored 0). ``--write`` writes ``docs/battery.md``.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ def method_fit(name: str, X: np.ndarray, k: int | str, seed: int) -> tuple[np.nd
     return np.asarray(estimator.labels_), str(getattr(estimator, "candidate_", ""))
 
 
-def _run(task: tuple[str, str, BatterySet, int], out) -> None:
+def _run(task: tuple[str, str, BatterySet, int], out, threads: int) -> None:
+    from algorithms.threads import limit_process_threads
+
+    limit_process_threads(threads)  # a worker's share of the CPUs, as the service sizes a job
     kind, name, data, seed = task
     start = time.perf_counter()
     k = data.n_clusters
@@ -101,7 +105,11 @@ def _run(task: tuple[str, str, BatterySet, int], out) -> None:
 
 def run_tasks(tasks: list[tuple[str, str, BatterySet, int]], timeout: float, workers: int = 2
               ) -> list[Fit]:
-    """Each task in its own process, ``workers`` at a time, killed after ``timeout`` s."""
+    """Each task in its own process, ``workers`` at a time, killed after ``timeout`` s, each
+    with its share of the CPUs in BLAS and OpenMP threads."""
+    from algorithms.threads import share_of_cpus
+
+    threads = share_of_cpus(workers)
     context = multiprocessing.get_context("fork")
     results: list[Fit | None] = [None] * len(tasks)
     running: dict[int, tuple] = {}
@@ -110,7 +118,8 @@ def run_tasks(tasks: list[tuple[str, str, BatterySet, int]], timeout: float, wor
         while pending and len(running) < workers:
             index = pending.pop(0)
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_run, args=(tasks[index], send), daemon=True)
+            process = context.Process(target=_run, args=(tasks[index], send, threads),
+                                      daemon=True)
             process.start()
             running[index] = (process, receive, time.perf_counter())
         for index, (process, receive, started) in list(running.items()):
