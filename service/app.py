@@ -152,8 +152,8 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         log.warning("MMC_API_KEYS is empty: the API is OPEN (no authentication, one shared "
                     "tenant); set tenant:key pairs before exposing it")
     app.state.stores = Stores(app.state.redis, settings)
-    app.state.jobs = JobService(app.state.redis, settings)
-    app.state.submits = SubmitBatcher(app.state.jobs)
+    app.state.job_service = JobService(app.state.redis, settings)
+    app.state.submits = SubmitBatcher(app.state.job_service)
     app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
     app.state.metrics = Metrics(app.state.redis)
     if os.environ.get(MULTIPROCESS_DIRECTORY):  # the pod's processes write their metrics here

@@ -1,4 +1,6 @@
-"""Request-scoped dependencies: the caller's tenant from its API key.
+"""Request-scoped dependencies: the caller's tenant from its API key, and the app's objects
+(settings, stores, the job service, ...) as typed parameters, so that a route's signature shows
+what it uses.
 
 Keys are held only as SHA-256 digests and a presented key's digest is compared with every one of
 them in constant time (no early exit), so neither the keys nor their count leak through timing.
@@ -8,12 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPBearer
+from redis import Redis
 
-from core.settings import parse_pairs
+from core.settings import Settings, parse_pairs
+from core.stores import Stores
+from service.jobs import JobService
+from service.metrics import Metrics
+from service.model_cache import ModelCache
 from service.problems import ProblemError
+from service.submits import SubmitBatcher
 
 OPEN_TENANT = "anonymous"
 
@@ -57,3 +66,25 @@ async def owner(request: Request) -> str:
                                 "(or in the X-API-Key header)",
                            headers={"WWW-Authenticate": "Bearer"})
     return tenant
+
+
+# The app's objects, made once by service.app.create_app, as typed parameters of the routes.
+def _app_state(name: str):
+    """The dependency that reads ``app.state.<name>`` (async: an attribute read, which a worker
+    thread would cost more than)."""
+    async def dependency(request: Request):
+        return getattr(request.app.state, name)
+
+    dependency.__name__ = f"app_{name}"
+    return Depends(dependency)
+
+
+AppApiKeys = Annotated[list[tuple[bytes, str]], _app_state("api_keys")]  # (digest, tenant)
+AppSettings = Annotated[Settings, _app_state("settings")]
+AppRedis = Annotated[Redis, _app_state("redis")]
+AppStores = Annotated[Stores, _app_state("stores")]
+AppJobService = Annotated[JobService, _app_state("job_service")]
+AppSubmits = Annotated[SubmitBatcher, _app_state("submits")]
+AppModelCache = Annotated[ModelCache, _app_state("model_cache")]
+AppMetrics = Annotated[Metrics, _app_state("metrics")]
+Caller = Annotated[str, Depends(owner)]

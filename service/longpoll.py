@@ -76,4 +76,4 @@ async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], s
 
 async def read_job(request: Request, job_id: str, caller: str) -> dict[str, Any]:
     """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread)."""
-    return await run_in_threadpool(request.app.state.jobs.get, job_id, caller)
+    return await run_in_threadpool(request.app.state.job_service.get, job_id, caller)

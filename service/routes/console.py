@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from algorithms.registry import REGISTRY
+from service.deps import AppStores
 
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 STATIC_PATH = "/ui/static"
@@ -70,10 +71,10 @@ def ui_root():
 
 
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str):
+def job_page(request: Request, job_id: str, stores: AppStores):
     """The job's page, or a 404 page when no tenant has a job of that id (ids are random, so
     existence says nothing about whose it is; the script fetches the job with the user's key)."""
-    if not request.app.state.stores.jobs.exists(job_id):
+    if not stores.jobs.exists(job_id):
         return page(request, "job_missing.html", status_code=404, job_id=job_id)
     return page(request, "job.html", job_id=job_id)
 

@@ -8,8 +8,16 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from core.records import iso_time
-from core.stores import UploadError, UploadStore
-from service.deps import api_key_header, bearer, owner
+from core.stores import Stores, UploadError, UploadStore
+from service.deps import (
+    AppMetrics,
+    AppSettings,
+    AppStores,
+    Caller,
+    api_key_header,
+    bearer,
+    owner,
+)
 from service.inputs import matrix_or_422, parse_csv, parse_npy
 from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
 from service.problems import ProblemError, field_error, header, links, problem_responses
@@ -58,8 +66,8 @@ def _parse(kind: str, payload: bytes, max_values: int):
     return parse_npy(payload, max_values)
 
 
-def _matrix(request: Request, kind: str, payload: bytes):
-    limit = request.app.state.settings.max_points_x_features
+def _matrix(limit: int, kind: str, payload: bytes):
+    """The matrix of a body of ``kind``, of at most ``limit`` values (MMC_MAX_POINTS_X_FEATURES)."""
     X = _parse(kind, payload, limit)
     if X.size > limit:
         raise field_error(422, "body", f"{X.shape[0]} x {X.shape[1]} = {X.size} values exceed "
@@ -67,10 +75,11 @@ def _matrix(request: Request, kind: str, payload: bytes):
     return X
 
 
-def _store(request: Request, kind: str, payload: bytes, caller: str) -> tuple[dict, bool]:
-    X = _matrix(request, kind, payload)
+def _store(stores: Stores, limit: int, kind: str, payload: bytes, caller: str
+           ) -> tuple[dict, bool]:
+    X = _matrix(limit, kind, payload)
     del payload
-    return request.app.state.stores.datasets.put(X, owner=caller)
+    return stores.datasets.put(X, owner=caller)
 
 
 # What an upload is, by its file name's suffix or by its media type (the part before any ";"
@@ -102,14 +111,15 @@ _LINKS = links("dataset_id", "$response.body#/id", "get_dataset")
                                       "lifetime is renewed.", "model": DatasetResource,
                        "headers": _LOCATION, "links": _LINKS},
                  **problem_responses(413, 415, 422)})
-async def upload_dataset(request: Request, response: Response,
-                         caller: Annotated[str, Depends(owner)]):
+async def upload_dataset(request: Request, response: Response, stores: AppStores,
+                         settings: AppSettings, caller: Caller):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
     multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate. A matrix
     larger than one request body goes up in parts (``POST /v1/datasets/uploads``)."""
     kind, payload = await _body(request)
     # Parsing, hashing and storing are CPU and Redis work: off the event loop.
-    description, created = await run_in_threadpool(_store, request, kind, payload, caller)
+    description, created = await run_in_threadpool(
+        _store, stores, settings.max_points_x_features, kind, payload, caller)
     return _dataset_answer(response, description, created)
 
 
@@ -146,10 +156,6 @@ async def _body(request: Request) -> tuple[str, bytes]:
 _UPLOAD_LOCATION = {"Location": header("Path of the upload, /v1/datasets/uploads/{id}.")}
 
 
-def _uploads(request: Request) -> UploadStore:
-    return request.app.state.stores.uploads
-
-
 def _upload_answer(description: dict | None, upload_id: str) -> dict:
     if description is None:
         raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
@@ -160,31 +166,28 @@ def _upload_answer(description: dict | None, upload_id: str) -> dict:
              responses={201: {"description": "Opened: send its parts, then complete it.",
                               "headers": _UPLOAD_LOCATION},
                         **problem_responses()})
-def open_upload(request: Request, response: Response,
-                caller: Annotated[str, Depends(owner)]):
+def open_upload(response: Response, stores: AppStores, caller: Caller):
     """Open an upload in parts, for a matrix larger than one request body
     (``MMC_MAX_BODY_BYTES``): ``PUT`` its blocks of rows as parts ``0, 1, ...`` in any order,
     then ``POST .../complete`` to store the dataset. It expires as a dataset does."""
-    description = _uploads(request).open(caller)
+    description = stores.uploads.open(caller)
     response.headers["Location"] = f"/v1/datasets/uploads/{description['id']}"
     return _upload_answer(description, description["id"])
 
 
 @router.get("/uploads/{upload_id}", response_model=UploadResource,
             responses=problem_responses(404, 422))
-def get_upload(upload_id: UploadIdPath, request: Request,
-               caller: Annotated[str, Depends(owner)]):
+def get_upload(upload_id: UploadIdPath, stores: AppStores, caller: Caller):
     """The parts stored so far."""
-    return _upload_answer(_uploads(request).describe(upload_id, caller), upload_id)
+    return _upload_answer(stores.uploads.describe(upload_id, caller), upload_id)
 
 
-def _put_part(request: Request, upload_id: str, index: int, kind: str, payload: bytes,
-              caller: str) -> dict | None:
-    X = _matrix(request, kind, payload)
+def _put_part(uploads: UploadStore, limit: int, upload_id: str, index: int, kind: str,
+              payload: bytes, caller: str) -> dict | None:
+    X = _matrix(limit, kind, payload)
     del payload
     try:
-        return _uploads(request).put_part(upload_id, caller, index, X,
-                                          request.app.state.settings.max_points_x_features)
+        return uploads.put_part(upload_id, caller, index, X, limit)
     except UploadError as problem:
         if problem.code == "completed":
             raise ProblemError(409, str(problem)) from None
@@ -196,18 +199,20 @@ def _put_part(request: Request, upload_id: str, index: int, kind: str, payload: 
 async def put_upload_part(upload_id: UploadIdPath,
                           index: Annotated[int, Path(ge=0, lt=UploadStore.MAX_PARTS,
                                                      description="The part's place, from 0.")],
-                          request: Request, caller: Annotated[str, Depends(owner)]):
+                          request: Request, stores: AppStores, settings: AppSettings,
+                          caller: Caller):
     """Store a block of rows as part ``index`` (any format of ``POST /v1/datasets``); sending
     an index again replaces that part. Every part has the first part's number of columns."""
     kind, payload = await _body(request)
-    description = await run_in_threadpool(_put_part, request, upload_id, index, kind, payload,
-                                          caller)
+    description = await run_in_threadpool(_put_part, stores.uploads,
+                                          settings.max_points_x_features, upload_id, index,
+                                          kind, payload, caller)
     return _upload_answer(description, upload_id)
 
 
-def _complete(request: Request, upload_id: str, caller: str) -> tuple[dict, bool] | None:
+def _complete(uploads: UploadStore, upload_id: str, caller: str) -> tuple[dict, bool] | None:
     try:
-        return _uploads(request).complete(upload_id, caller)
+        return uploads.complete(upload_id, caller)
     except UploadError as problem:
         raise ProblemError(409, str(problem)) from None
 
@@ -220,11 +225,11 @@ def _complete(request: Request, upload_id: str, caller: str) -> tuple[dict, bool
                                       "lifetime is renewed.", "model": DatasetResource,
                        "headers": _LOCATION, "links": _LINKS},
                  **problem_responses(404, 409, 422)})
-async def complete_upload(upload_id: UploadIdPath, request: Request, response: Response,
-                          caller: Annotated[str, Depends(owner)]):
+async def complete_upload(upload_id: UploadIdPath, response: Response, stores: AppStores,
+                          caller: Caller):
     """Join parts ``0..k-1`` into one dataset (its rows in part order) and delete the upload.
     A 409 when no part was sent or one below the last is missing."""
-    stored = await run_in_threadpool(_complete, request, upload_id, caller)
+    stored = await run_in_threadpool(_complete, stores.uploads, upload_id, caller)
     if stored is None:
         raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
     return _dataset_answer(response, *stored)
@@ -233,19 +238,17 @@ async def complete_upload(upload_id: UploadIdPath, request: Request, response: R
 @router.delete("/uploads/{upload_id}", status_code=204, response_class=Response,
                responses={204: {"description": "Deleted with its parts."},
                           **problem_responses(404, 422)})
-def delete_upload(upload_id: UploadIdPath, request: Request,
-                  caller: Annotated[str, Depends(owner)]):
+def delete_upload(upload_id: UploadIdPath, stores: AppStores, caller: Caller):
     """Abandon an upload: its parts are deleted now."""
-    if not _uploads(request).delete(upload_id, caller):
+    if not stores.uploads.delete(upload_id, caller):
         raise ProblemError(404, f"upload {upload_id} does not exist or has expired")
     return Response(status_code=204)
 
 
 @router.get("/{dataset_id}", response_model=DatasetResource,
             responses=problem_responses(404, 422))
-def get_dataset(dataset_id: DatasetIdPath, request: Request,
-                caller: Annotated[str, Depends(owner)]):
-    description = request.app.state.stores.datasets.describe(dataset_id, caller)
+def get_dataset(dataset_id: DatasetIdPath, stores: AppStores, caller: Caller):
+    description = stores.datasets.describe(dataset_id, caller)
     if description is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
     return {**description, "created_at": iso_time(description["created_at"])}
@@ -254,14 +257,14 @@ def get_dataset(dataset_id: DatasetIdPath, request: Request,
 @router.delete("/{dataset_id}", status_code=204, response_class=Response,
                responses={204: {"description": "Deleted: every stored byte of it is gone."},
                           **problem_responses(404, 422)})
-def delete_dataset(dataset_id: DatasetIdPath, request: Request,
-                   caller: Annotated[str, Depends(owner)]):
+def delete_dataset(dataset_id: DatasetIdPath, stores: AppStores, metrics: AppMetrics,
+                   caller: Caller):
     """Delete the caller's dataset now, before its lifetime ends. A job that has not started
     yet then fails, saying that its dataset was deleted; a finished job keeps its result and
     model. A second delete, or another tenant's id, is a 404."""
-    removed = request.app.state.stores.datasets.delete(dataset_id, caller)
+    removed = stores.datasets.delete(dataset_id, caller)
     if removed is None:
         raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
     log.info("dataset deleted: tenant=%s id=%s bytes=%d", caller, dataset_id, removed)
-    request.app.state.metrics.lifecycle("dataset", "deleted", removed)
+    metrics.lifecycle("dataset", "deleted", removed)
     return Response(status_code=204)

@@ -8,7 +8,18 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from algorithms.registry import get_spec
-from service.deps import api_key_header, bearer, owner
+from core.stores import Stores
+from service.deps import (
+    AppJobService,
+    AppModelCache,
+    AppSettings,
+    AppStores,
+    Caller,
+    api_key_header,
+    bearer,
+)
+from service.jobs import JobService
+from service.model_cache import ModelCache
 from service.problems import ProblemError, problem_responses
 from service.schemas import JobIdPath
 
@@ -21,9 +32,9 @@ BYTES = "application/octet-stream"
 CACHE_CONTROL = "private, max-age=3600"
 
 
-def succeeded_job(request: Request, job_id: str, caller: str) -> dict[str, Any]:
+def succeeded_job(job_service: JobService, job_id: str, caller: str) -> dict[str, Any]:
     """The caller's job once it has succeeded: 404 for another tenant's, 409 before the end."""
-    record = request.app.state.jobs.get(job_id, caller)
+    record = job_service.get(job_id, caller)
     if record["status"] != "succeeded":
         raise ProblemError(409, f"job {job_id} is {record['status']}; its outputs exist once it "
                                 "has succeeded")
@@ -67,7 +78,11 @@ _BINARY = {"type": "string", "format": "binary"}
 def get_plot(
     job_id: JobIdPath,
     request: Request,
-    caller: Annotated[str, Depends(owner)],
+    job_service: AppJobService,
+    stores: AppStores,
+    model_cache: AppModelCache,
+    settings: AppSettings,
+    caller: Caller,
     format: Annotated[Literal["svg", "png"] | None, Query(
         description="Overrides the Accept header (for links and <img> tags).")] = None,
 ):
@@ -76,14 +91,13 @@ def get_plot(
     said in the title), coloured by cluster, outliers marked, and for 2-D data the regions the
     model predicts; sequences get a state-by-position plot. Drawn from the job's data and model
     the first time it is asked for, then kept as long as the job."""
-    record = succeeded_job(request, job_id, caller)
+    record = succeeded_job(job_service, job_id, caller)
     fmt = format or negotiate(request.headers.get("accept", ""))
-    stores = request.app.state.stores
     image = stores.plots.get(job_id, caller, fmt)
     if image is None:
-        if not request.app.state.settings.plots:
+        if not settings.plots:
             raise ProblemError(404, "plots are turned off on this server (MMC_PLOTS=false)")
-        images = draw_plot(request, job_id, record)
+        images = draw_plot(stores, model_cache, job_id, record)
         stores.plots.put(job_id, caller, images)
         image = images[fmt]
     return Response(image, media_type=_media_type(fmt, request.headers.get("accept", "")),
@@ -99,12 +113,12 @@ def _media_type(fmt: str, accept: str) -> str:
     return MEDIA_TYPES[fmt]
 
 
-def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str, bytes]:
+def draw_plot(stores: Stores, model_cache: ModelCache, job_id: str, record: dict[str, Any]
+              ) -> dict[str, bytes]:
     """Both images of a succeeded job, from its stored result, data and model (404 when one of
     them has expired)."""
     from service.plots import job_plot  # matplotlib loads with the first plot, not the API
 
-    stores = request.app.state.stores
     spec = get_spec(record["algorithm"])
     result = stores.jobs.get_result(job_id)
     job_input = stores.jobs.load_input(job_id)
@@ -120,7 +134,7 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
         predict = None
     else:
         labels = np.asarray(result["labels"])
-        model = request.app.state.model_cache.get(result["model_id"])
+        model = model_cache.get(result["model_id"])
         predict = None if model is None else model[0].predict
     extras = result.get("extras") or {}
     return job_plot(
@@ -139,11 +153,12 @@ def draw_plot(request: Request, job_id: str, record: dict[str, Any]) -> dict[str
                      "description": "One line per point (per sequence for m3n)."},
                **problem_responses(404, 409, 422)},
 )
-def get_labels_csv(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+def get_labels_csv(job_id: JobIdPath, job_service: AppJobService, stores: AppStores,
+                   caller: Caller):
     """The labels as the file ``mmc cluster`` writes: one label per line, or for sequences one
     line of comma-separated states per sequence."""
-    succeeded_job(request, job_id, caller)
-    result = request.app.state.stores.jobs.get_result(job_id)
+    succeeded_job(job_service, job_id, caller)
+    result = stores.jobs.get_result(job_id)
     if result is None:
         raise ProblemError(404, f"the result of job {job_id} has expired")
     lines = [",".join(map(str, label)) if isinstance(label, list) else str(label)

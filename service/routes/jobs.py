@@ -10,7 +10,16 @@ from pydantic import BaseModel
 from algorithms.registry import algorithm_names
 from core.records import render_job
 from core.stores import JOB_STATUSES
-from service.deps import api_key_header, bearer, owner
+from service.deps import (
+    AppJobService,
+    AppMetrics,
+    AppSettings,
+    AppStores,
+    AppSubmits,
+    Caller,
+    api_key_header,
+    bearer,
+)
 from service.json_body import SMALL_BODY_BYTES, json_body_openapi, parse_body, read_json_payload
 from service.longpoll import MAX_WAIT_SECONDS, read_job, wait_for_change
 from service.problems import ProblemError, field_error, header, links, problem_responses
@@ -108,7 +117,10 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     async def create_job(
         request: Request,
         response: Response,
-        caller: Annotated[str, Depends(owner)],
+        submits: AppSubmits,
+        job_service: AppJobService,
+        metrics: AppMetrics,
+        caller: Caller,
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
     ):
         """Queue a job. With ``Idempotency-Key``, the same key and body return the same job and
@@ -120,23 +132,23 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         body = await parse_body(payload, job_request, (("data", "X"),))
         del payload
         if small and body.data.dataset_id is None:  # stored with the others arriving now
-            record, replayed = await request.app.state.submits.create(body, caller,
-                                                                      idempotency_key)
+            record, replayed = await submits.create(body, caller, idempotency_key)
         else:
             record, replayed = await to_thread.run_sync(
-                request.app.state.jobs.create, body, caller, idempotency_key,
+                job_service.create, body, caller, idempotency_key,
                 limiter=submit_limiter(request.app))
         response.headers["Location"] = f"/v1/jobs/{record['id']}"
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"
         else:
-            request.app.state.metrics.job_created(record["algorithm"])
+            metrics.job_created(record["algorithm"])
         return render_job(record)
 
     @router.get("", response_model=JobPage, responses=problem_responses(422))
     def list_jobs(
-        request: Request,
-        caller: Annotated[str, Depends(owner)],
+        settings: AppSettings,
+        job_service: AppJobService,
+        caller: Caller,
         offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
         status: Annotated[list[str] | None, Query(
@@ -151,8 +163,8 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             description="Only jobs created before this ISO 8601 time.")] = None,
     ):
         """The caller's jobs, newest first; ``total`` counts those that match the filters."""
-        limit = min(limit, request.app.state.settings.page_size_max)
-        records, total = request.app.state.jobs.list(
+        limit = min(limit, settings.page_size_max)
+        records, total = job_service.list(
             caller, offset, limit, statuses=job_status_filter(status),
             algorithm=algorithm_filter(algorithm), created_after=epoch(created_after),
             created_before=epoch(created_before))
@@ -163,7 +175,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     async def get_job(
         job_id: JobIdPath,
         request: Request,
-        caller: Annotated[str, Depends(owner)],
+        caller: Caller,
         wait: Annotated[float | None, Query(
             gt=0, le=MAX_WAIT_SECONDS,
             description="Long poll: answer as soon as the job's status differs from the one "
@@ -184,9 +196,9 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
 
     @router.delete("/{job_id}", response_model=JobResource,
                    responses=problem_responses(404, 409, 422))
-    def cancel_job(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+    def cancel_job(job_id: JobIdPath, job_service: AppJobService, caller: Caller):
         """Cancel a queued or running job; a finished job is a 409."""
-        return render_job(request.app.state.jobs.cancel(job_id, caller))
+        return render_job(job_service.cancel(job_id, caller))
 
     @router.get("/{job_id}/result", response_model=JobResult, responses={
         200: {"description": "The result.", "links": links(
@@ -194,15 +206,16 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             "export_model",
             "predict")},
         **problem_responses(404, 409, 422)})
-    def get_result(job_id: JobIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+    def get_result(job_id: JobIdPath, job_service: AppJobService, stores: AppStores,
+                   caller: Caller):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
-        record = request.app.state.jobs.get(job_id, caller)
+        record = job_service.get(job_id, caller)
         if record["status"] != "succeeded":
             detail = f"job {job_id} is {record['status']}; a result exists once it has succeeded"
             if record.get("error"):
                 detail += f" (error: {record['error']['message']})"
             raise ProblemError(409, detail)
-        result = request.app.state.stores.jobs.get_result(job_id)
+        result = stores.jobs.get_result(job_id)
         if result is None:
             raise ProblemError(404, f"the result of job {job_id} has expired")
         return {**result, "id": job_id}

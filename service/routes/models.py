@@ -2,16 +2,28 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Depends, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from core.records import iso_time
-from service.deps import api_key_header, bearer, owner
+from core.settings import Settings
+from core.stores import Stores
+from service.deps import (
+    AppMetrics,
+    AppModelCache,
+    AppSettings,
+    AppStores,
+    Caller,
+    api_key_header,
+    bearer,
+    owner,
+)
 from service.inputs import matrix_or_422
 from service.json_body import json_body_openapi, parse_body, read_json_payload
+from service.metrics import Metrics
+from service.model_cache import ModelCache
 from service.model_import import DECODED_BYTES_PER_BODY_BYTE, decode_arrays, model_info, rebuild
 from service.problems import ProblemError, field_error, header, problem_responses
 from service.schemas import (
@@ -45,8 +57,8 @@ def _resource(info: dict, expires_in: int | None) -> dict:
 
 
 @router.get("/{model_id}", response_model=ModelResource, responses=problem_responses(404, 422))
-def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
-    models = request.app.state.stores.models
+def get_model(model_id: ModelIdPath, stores: AppStores, caller: Caller):
+    models = stores.models
     info = models.info(model_id, caller)
     if info is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
@@ -58,8 +70,8 @@ def get_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, De
                               "headers": {"Location": header("Path of the new model.")}},
                         **problem_responses(413, 415, 422)},
              openapi_extra=json_body_openapi(ModelImport))
-async def import_model(request: Request, response: Response,
-                       caller: Annotated[str, Depends(owner)]):
+async def import_model(request: Request, response: Response, settings: AppSettings,
+                       stores: AppStores, metrics: AppMetrics, caller: Caller):
     """Store a model exported by ``GET /v1/models/{id}/export`` (here or on another
     deployment) as a new model of the caller; its predictions equal the original's. The
     export is checked as strictly as any input: no pickles, numeric and finite arrays, a
@@ -68,13 +80,13 @@ async def import_model(request: Request, response: Response,
     payload = await read_json_payload(request)
     body = await parse_body(payload, ModelImport, ())
     del payload
-    info = await run_in_threadpool(_import, body, request, caller)
+    info = await run_in_threadpool(_import, body, settings, stores, metrics, caller)
     response.headers["Location"] = f"/v1/models/{info['id']}"
     return info
 
 
-def _import(body: ModelImport, request: Request, caller: str) -> dict:
-    settings = request.app.state.settings
+def _import(body: ModelImport, settings: Settings, stores: Stores, metrics: Metrics,
+            caller: str) -> dict:
     if body.ttl_seconds is not None and body.ttl_seconds > settings.model_ttl_seconds:
         raise field_error(422, "body.ttl_seconds", f"exceeds MMC_MODEL_TTL_SECONDS="
                           f"{settings.model_ttl_seconds}", "less_than_equal")
@@ -82,12 +94,12 @@ def _import(body: ModelImport, request: Request, caller: str) -> dict:
                                 DECODED_BYTES_PER_BODY_BYTE * settings.max_body_bytes)
     estimator, spec = rebuild(body, arrays)
     info = model_info(spec, estimator, body, caller)
-    models = request.app.state.stores.models
+    models = stores.models
     ttl = body.ttl_seconds or settings.model_ttl_seconds
     model_id = models.put_payload(body.meta, npz, info, ttl_seconds=ttl)
     log.info("model imported: tenant=%s id=%s algorithm=%s bytes=%d", caller, model_id,
              spec.name, len(npz))
-    request.app.state.metrics.lifecycle("model", "imported", len(npz))
+    metrics.lifecycle("model", "imported", len(npz))
     return _resource(models.info(model_id), ttl)
 
 
@@ -95,24 +107,25 @@ def _import(body: ModelImport, request: Request, caller: str) -> dict:
                responses={204: {"description": "Deleted: no API process predicts with it "
                                               "again."},
                           **problem_responses(404, 422)})
-def delete_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+def delete_model(model_id: ModelIdPath, stores: AppStores, model_cache: AppModelCache,
+                 metrics: AppMetrics, caller: Caller):
     """Delete the caller's model now, before its lifetime ends. Every API process stops
     predicting with it (each checks that a cached model still exists). The job that trained
     it keeps its result. A second delete, or another tenant's id, is a 404."""
-    removed = request.app.state.stores.models.delete_owned(model_id, caller)
+    removed = stores.models.delete_owned(model_id, caller)
     if removed is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
-    request.app.state.model_cache.forget(model_id)
+    model_cache.forget(model_id)
     log.info("model deleted: tenant=%s id=%s bytes=%d", caller, model_id, removed)
-    request.app.state.metrics.lifecycle("model", "deleted", removed)
+    metrics.lifecycle("model", "deleted", removed)
     return Response(status_code=204)
 
 
 @router.get("/{model_id}/export", response_model=ModelExport,
             responses=problem_responses(404, 422))
-def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str, Depends(owner)]):
+def export_model(model_id: ModelIdPath, stores: AppStores, caller: Caller):
     """The portable model: JSON metadata and ``.npz`` arrays (no pickles), as stored."""
-    loaded = request.app.state.stores.models.load(model_id, caller)
+    loaded = stores.models.load(model_id, caller)
     if loaded is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     meta, payload = loaded
@@ -124,25 +137,26 @@ def export_model(model_id: ModelIdPath, request: Request, caller: Annotated[str,
              responses=problem_responses(404, 413, 415, 422),
              openapi_extra=json_body_openapi(PredictRequest, {"points": {
                  "summary": "Two new points", "value": {"X": [[0.1, 0.1], [5.0, 5.0]]}}}))
-async def predict(model_id: ModelIdPath, request: Request,
-                  caller: Annotated[str, Depends(owner)]):
+async def predict(model_id: ModelIdPath, request: Request, model_cache: AppModelCache,
+                  settings: AppSettings, caller: Caller):
     """Labels (and decision values where the model has them) for new points, synchronously: at
     most ``MMC_MAX_PREDICT_ROWS`` rows (default 100,000; sequence positions for m3n) per
     request, evaluated in blocks of 1,024 rows."""
     payload = await read_json_payload(request)
     body = await parse_body(payload, PredictRequest, (("X",),))
     del payload
-    return await run_in_threadpool(_predict, model_id, body, request, caller)
+    return await run_in_threadpool(_predict, model_id, body, model_cache,
+                                   settings.max_predict_rows, caller)
 
 
-def _predict(model_id: str, body: PredictRequest, request: Request, caller: str) -> dict:
-    entry = request.app.state.model_cache.get(model_id)
+def _predict(model_id: str, body: PredictRequest, model_cache: ModelCache, limit: int,
+             caller: str) -> dict:
+    entry = model_cache.get(model_id)
     if entry is not None and entry[1].get("owner", "anonymous") != caller:
         entry = None
     if entry is None:
         raise ProblemError(404, f"model {model_id} does not exist or has expired")
     estimator, info = entry
-    limit = request.app.state.settings.max_predict_rows
     if info.get("input_kind") == "sequences":
         if body.sequences is None or body.X is not None:
             raise field_error(422, "body.sequences", "this model labels sequences; send sequences")
