@@ -101,8 +101,11 @@ class BlobKeys:
         return f"models/{cls.tenant(owner)}/{model_id}.npz"
 
     @classmethod
-    def result(cls, owner: str, job_id: str) -> str:
-        return f"results/{cls.tenant(owner)}/{job_id}.npz"
+    def result(cls, owner: str, job_id: str, attempt: str | None = None) -> str:
+        """One per attempt (``attempt``: its RQ job id, the fence of its writes; the first
+        attempt's is the job id): an attempt whose final step is refused deletes its own
+        labels, never those of the attempt that the job kept."""
+        return f"results/{cls.tenant(owner)}/{attempt or job_id}.npz"
 
     @classmethod
     def plot(cls, owner: str, job_id: str, fmt: str) -> str:

@@ -652,12 +652,12 @@ class JobStore:
             self.redis.zrem(key, *expired)
 
     # -- results --------------------------------------------------------------------------------
-    def store_result_bulk(self, job_id: str, owner: str, result: dict[str, Any]
-                          ) -> dict[str, Any]:
-        """Write the result's labels and decision values to a blob (durably, before the job's
-        record can say succeeded) and return the result for :meth:`transition`, which names
-        that blob instead of holding them."""
-        blob = BlobKeys.result(owner, job_id)
+    def store_result_bulk(self, job_id: str, owner: str, result: dict[str, Any],
+                          attempt: str | None = None) -> dict[str, Any]:
+        """Write the result's labels and decision values to the blob of this ``attempt``
+        (durably, before the job's record can say succeeded) and return the result for
+        :meth:`transition`, which names that blob instead of holding them."""
+        blob = BlobKeys.result(owner, job_id, attempt)
         bulk = {name: result.get(name) for name in self.bulk_result_fields}
         self.blobs.put(blob, json.dumps(bulk).encode())
         self.lifetimes.add(Keys.result(job_id), blob, self.ttl)

@@ -200,6 +200,21 @@ def test_a_results_labels_are_a_blob_written_before_the_record(stores, owner):
                                               "model_id": "m"}
 
 
+def test_a_refused_attempt_discards_its_own_labels_not_the_kept_attempts(stores, owner):
+    job_id = f"job{time.monotonic_ns()}"
+    stores.redis.hset(Keys.job(job_id), mapping={"status": json.dumps("running")})
+    kept = stores.jobs.store_result_bulk(job_id, owner, {"labels": [1, 2], "model_id": "m2",
+                                                         "decision_values": None},
+                                         attempt=f"{job_id}-2")
+    assert stores.jobs.transition(job_id, ("running",), result=kept, status="succeeded")
+    stale = stores.jobs.store_result_bulk(job_id, owner, {"labels": [0, 0], "model_id": "m1",
+                                                          "decision_values": None},
+                                          attempt=job_id)
+    stores.jobs.discard_result_bulk(job_id, stale)  # its fenced step was refused
+    assert not stores.blobs.exists(stale["blob"]) and stores.blobs.exists(kept["blob"])
+    assert stores.jobs.get_result(job_id)["labels"] == [1, 2]
+
+
 def test_the_sweep_deletes_the_blobs_of_expired_records_and_keeps_renewed_ones(stores, owner):
     gone = stores.datasets.put(np.ones((2, 2)), owner=owner)[0]["id"]
     kept = stores.datasets.put(np.zeros((2, 2)), owner=owner)[0]["id"]

@@ -247,7 +247,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
             "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
         }
         # The labels are durable in the blob store before the record can say succeeded.
-        stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result),
+        stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result, fence),
                                    "the result could not be stored", waiting)
         # Result, status and model_id in one fenced step: they come from the same attempt.
         done = jobs.transition(job_id, ("running",), fence=fence, result=stored,
