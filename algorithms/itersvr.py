@@ -165,14 +165,12 @@ class _ExactKernel:
     def subset(self, index: np.ndarray) -> _ExactKernel:
         return _ExactKernel(self.K[np.ix_(index, index)])
 
-    def svr(self, y: np.ndarray, C: float, start: np.ndarray | None = None,
-            max_iter: int | None = None) -> DualQPSolution:
+    def svr(self, y: np.ndarray, C: float, start: np.ndarray | None, max_iter: int
+            ) -> DualQPSolution:
         """The dual (7) of the Laplacian-loss SVR (6) on labels ``y``: its ``scores`` are
         ``w^T phi(x_i)`` without the bias (found by (8)). ``start``: a dual solution for other
-        labels, feasible here too (the constraints of (7) do not depend on ``y``).
-        ``max_iter``: stop after this many SMO iterations, converged or not (no warning)."""
-        if max_iter is None:
-            return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start)
+        labels, feasible here too (the constraints of (7) do not depend on ``y``). The solve
+        stops after ``max_iter`` SMO iterations, converged or not (no warning)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             return solve_dual_qp(self.K, y, -C, C, tol=SVR_TOL, u0=start, max_iter=max_iter)

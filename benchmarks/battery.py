@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from algorithms.threads import limit_process_threads, share_of_cpus
 from benchmarks.battery_data import BatterySet, battery_ari, heldout_sets, load_suite
 
 METHODS = ("itersvr", "cpm3c", "sdp_mmc", "gmmc", "svc")
@@ -81,8 +82,6 @@ def method_fit(name: str, X: np.ndarray, k: int | str, seed: int) -> tuple[np.nd
 
 
 def _run(task: tuple[str, str, BatterySet, int], out, threads: int) -> None:
-    from algorithms.threads import limit_process_threads
-
     limit_process_threads(threads)  # a worker's share of the CPUs, as the service sizes a job
     kind, name, data, seed = task
     start = time.perf_counter()
@@ -107,8 +106,6 @@ def run_tasks(tasks: list[tuple[str, str, BatterySet, int]], timeout: float, wor
               ) -> list[Fit]:
     """Each task in its own process, ``workers`` at a time, killed after ``timeout`` s, each
     with its share of the CPUs in BLAS and OpenMP threads."""
-    from algorithms.threads import share_of_cpus
-
     threads = share_of_cpus(workers)
     context = multiprocessing.get_context("fork")
     results: list[Fit | None] = [None] * len(tasks)

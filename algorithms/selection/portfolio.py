@@ -183,15 +183,6 @@ class PartitionScorer:
             return self._margins.summed(on_sample)
 
 
-def score_partitions(X, candidates: Mapping[str, np.ndarray], *, gamma: float | None = None,
-                     C: float = SCORE_C, random_state=None,
-                     sample_size: int = SCORE_SAMPLE_SIZE) -> dict[str, float]:
-    """Each candidate's ``sum_c omega(c vs rest)`` by one :class:`PartitionScorer`."""
-    score = PartitionScorer(X, gamma=gamma, C=C, random_state=random_state,
-                            sample_size=sample_size)
-    return {name: score(labels) for name, labels in candidates.items()}
-
-
 def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
     """``Z`` with ``Z Z^T`` the best rank-``rank`` approximation of the PSD ``K``."""
     values, vectors = linalg.eigh(K, subset_by_index=[max(0, K.shape[0] - rank),
