@@ -910,7 +910,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Crammer-Singer form (one ``w_p`` and ``b_p`` per cluster).
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
-    max_clusters : int, default=12
+    max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
@@ -1023,7 +1023,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 12,
+        max_clusters: int = 50,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_factor: float = 1.0,

@@ -606,7 +606,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``kernel_learning``.
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
-    max_clusters : int, default=12
+    max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf"}, default="rbf"
@@ -743,7 +743,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 12,
+        max_clusters: int = 50,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_fraction: float = 0.2,

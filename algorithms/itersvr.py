@@ -380,7 +380,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Number of clusters, >= 2; more than 2 uses recursive bisection (section 4.4).
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
-    max_clusters : int, default=12
+    max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
@@ -471,7 +471,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 12,
+        max_clusters: int = 50,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         width_factor: float = 3.0,

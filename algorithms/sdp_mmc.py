@@ -476,7 +476,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         2 solves SDP (3.5); more solves SDP (3.5) per split or SDP (4.8) (``multiclass``).
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), read ``n_clusters_``.
-    max_clusters : int, default=12
+    max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
@@ -620,7 +620,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters: int | str = 2,
         *,
-        max_clusters: int = 12,
+        max_clusters: int = 50,
         kernel: str = "rbf",
         gamma: float | str = "auto",
         C: float = 100.0,

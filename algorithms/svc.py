@@ -752,7 +752,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), the target of the schedule.
-    max_clusters : int, default=12
+    max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     gamma : float or {"auto", "scale"}, default="auto"
@@ -886,7 +886,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self,
         n_clusters: int | str | None = None,
         *,
-        max_clusters: int = 12,
+        max_clusters: int = 50,
         gamma: float | str = "auto",
         C: float | None = None,
         p: float | None = None,

@@ -7,8 +7,17 @@ import pytest
 from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
+from algorithms.params.common import DEFAULT_MAX_CLUSTERS
 from algorithms.registry import get_spec
-from algorithms.selection.n_clusters import choose_n_clusters, prediction_strength
+from algorithms.selection.n_clusters import (
+    _strong_answer,
+    choose_n_clusters,
+    considered_ks,
+    largest_k_considered,
+    prediction_strength,
+    reproduction,
+    spared_clusters,
+)
 from tests.helpers import submit_job, wait_for_job
 
 METHODS = ["itersvr", "cpm3c", "sdp_mmc", "gmmc", "svc"]
@@ -204,6 +213,40 @@ def test_blobs_rounded_to_a_grid_give_their_number(k):
     assert choose_n_clusters(X, 12, random_state=0).n_clusters == k
 
 
+@pytest.mark.parametrize("k", [20, 30])
+def test_many_separated_blobs_give_their_number_at_the_default_max_clusters(k):
+    # Above EVERY_K_UP_TO the ks are a grid (20 and 30 are not on it: the gap around the answer
+    # is scored after), and the weakest clusters are spared; the answer is neither the grid's
+    # neighbour nor a k that cuts one of the blobs in two.
+    X, _ = separated_blobs(k)
+    choice = choose_n_clusters(X, DEFAULT_MAX_CLUSTERS, random_state=0)
+    assert choice.n_clusters == k and choice.clear
+    assert k not in considered_ks(50)
+
+
+def test_above_every_k_up_to_the_weakest_share_of_clusters_is_spared():
+    assert [spared_clusters(k) for k in (2, 7, 12)] == [0, 0, 0]
+    assert [spared_clusters(k) for k in (13, 20, 30, 50)] == [1, 3, 4, 7]
+    # 14 clusters, one of them split 7 + 7 by the classifier: eq. (2.1) is its share of pairs
+    # (2 * 7 * 6 of 14 * 13); spared, the next weakest (1.0).
+    own = np.repeat(np.arange(14), 14)
+    predicted = own.copy()
+    predicted[:7] = 13
+    assert prediction_strength(predicted, own) == pytest.approx(84 / 182)
+    assert reproduction(predicted, own) == (1.0, 13)
+
+
+def test_a_larger_strong_k_replaces_the_answer_only_where_it_carries_over_more_clusters():
+    # 15 clusters carried over; 16 and 17 cut one of them (no more carried over); 20 separates
+    # clusters that 15 merged.
+    strong = [8, 15, 16, 17]
+    reproduced = {8: [8, 8, 8], 15: [15, 15, 15], 16: [15, 16, 15], 17: [15, 15, 15]}
+    assert _strong_answer(strong, reproduced) == 15
+    assert _strong_answer([*strong, 20], {**reproduced, 20: [19, 20, 20]}) == 20
+    # Up to EVERY_K_UP_TO the largest strong k, as the paper's rule.
+    assert _strong_answer([3, 4], {3: [3, 3], 4: [3, 4]}) == 4
+
+
 def test_more_clusters_than_max_clusters_get_a_coarser_k_until_max_clusters_is_raised():
     # The documented behaviour of max_clusters: no k up to 12 splits 15 blobs reproducibly
     # except a coarse one, so the answer is coarse; with room for 15 it is 15.
@@ -296,7 +339,8 @@ def test_auto_job_reports_the_chosen_k_and_every_strength_and_its_model_predicts
     result = httpx.get(f"{service_url}/v1/jobs/{job['id']}/result", timeout=30).json()
     extras = result["extras"]
     assert extras["n_clusters"] == 3 and extras["n_clusters_clear"] is True
-    assert sorted(map(int, extras["n_clusters_strengths"])) == list(range(2, 13))
+    assert sorted(map(int, extras["n_clusters_strengths"])) == considered_ks(
+        largest_k_considered(X.shape[0], DEFAULT_MAX_CLUSTERS))
     assert adjusted_rand_score(y, result["labels"]) >= 0.99
     predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
                            json={"X": X.tolist()}, timeout=30)

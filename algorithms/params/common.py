@@ -80,7 +80,7 @@ MaxClusters = Annotated[
         "Largest k that n_clusters='auto' considers. Data with more clusters than this gets a "
         "coarser k (often 2): raise it when more clusters are possible."))
 ]
-DEFAULT_MAX_CLUSTERS = 12
+DEFAULT_MAX_CLUSTERS = 50
 KernelParam = Annotated[
     Literal["rbf", "linear"], Field(description="Kernel: 'rbf' exp(-gamma ||x-x'||^2) or 'linear'.")
 ]

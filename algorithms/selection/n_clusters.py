@@ -23,6 +23,13 @@ the only k considered (it is the answer on either side of the threshold). Data w
 structure is settled after a few splits; a k near the threshold gets more, so that the answer
 depends less on ``random_state`` where the draw of the halves decides it.
 
+Every k up to ``EVERY_K_UP_TO`` is scored; above it, a geometric grid of ks (each k costs a
+partition of each half and an SVM whose pairs of clusters grow as k^2), and once the answer is
+known the ks between it and the next k of the grid. Above ``EVERY_K_UP_TO`` clusters the strength
+of k passes over its weakest ``SPARED_SHARE`` of clusters (:func:`spared_clusters`): with a few
+points of each of many clusters in a half, the weakest of k noisy shares decides eq. (2.1)
+alone, though every other cluster carries over.
+
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
 every k. The choice is the largest k whose strength reaches ``STRENGTH_THRESHOLD``, the paper's
@@ -77,6 +84,15 @@ KMEANS_INIT = 3
 SAMPLE_SIZE = 1000
 # Two halves of two points per cluster at k = 2; fewer points get k = 2 unscored.
 FEWEST_POINTS = 8
+# Every k up to EVERY_K_UP_TO is scored; above it a geometric grid (considered_ks).
+EVERY_K_UP_TO = 12
+GRID_RATIO = 1.15
+# The share of the clusters whose weakest strengths a k above EVERY_K_UP_TO is spared
+# (spared_clusters): about one in seven.
+SPARED_SHARE = 0.15
+# How many more clusters, on average, a strong k above EVERY_K_UP_TO must carry over than a
+# smaller strong answer to replace it (_strong_answer).
+REPRODUCED_GAIN = 0.5
 # The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
 TRANSFER_C = 10.0
 # Its KKT tolerance: scikit-learn's and libsvm's default.
@@ -115,42 +131,106 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     n_distinct = int(copies_of.max()) + 1
     if n < FEWEST_POINTS or n_distinct < 2:  # too few points to split in halves: no choice
         return NClustersChoice(2, {}, clear=False)
-    ks = range(2, min(largest_k_considered(n, max_clusters), n_distinct) + 1)
+    ks = considered_ks(min(largest_k_considered(n, max_clusters), n_distinct))
     # Copies are partitioned as one point where they split the graph, as in the methods'
     # spectral partition.
     copies = copies_of if copies_split_the_graph(copies_of, SPECTRAL_NEIGHBORS) else None
-    per_split: dict[int, list[float]] = {k: [] for k in ks}
     # One matrix of squared distances serves every split: its blocks give each half's kNN graph,
     # the training half's width and the transfer SVM's kernels.
     D = squared_distances(X)
+    per_split: dict[int, list[float]] = {}
+    reproduced: dict[int, list[int]] = {}
+    n_splits = _score_ks(D, ks, per_split, reproduced, rng, copies)
+    strong = _strong(per_split)
+    if strong and (gap := _grid_gaps(_strong_answer(strong, reproduced), ks)):
+        n_splits = max(n_splits, _score_ks(D, gap, per_split, reproduced, rng, copies))
+        strong = _strong(per_split)
+    strengths = {k: round(float(np.mean(per_split[k])), 6) for k in sorted(per_split)}
+    if strong:
+        return NClustersChoice(_strong_answer(strong, reproduced), strengths,
+                               clear=True, n_splits=n_splits)
+    # No k is strong: the k of highest strength among those whose strength is eq. (2.1)'s
+    # (no cluster spared); a larger k that falls short even with its weakest clusters spared is
+    # no answer to prefer.
+    plain = [k for k in strengths if spared_clusters(k) == 0] or list(strengths)
+    return NClustersChoice(max(plain, key=strengths.__getitem__), strengths, clear=False,
+                           n_splits=n_splits)
+
+
+def considered_ks(largest: int) -> list[int]:
+    """The ks "auto" scores up to ``largest``: every k up to ``EVERY_K_UP_TO``, then a geometric
+    grid of ratio ``GRID_RATIO`` (each k costs a partition of each half and an SVM per split,
+    the SVM's pairs of clusters growing as k^2; the gap of the grid above the answer is scored
+    after, :func:`_grid_gap`)."""
+    ks = list(range(2, min(largest, EVERY_K_UP_TO) + 1))
+    while ks[-1] < largest:
+        ks.append(min(largest, max(ks[-1] + 1, round(ks[-1] * GRID_RATIO))))
+    return ks
+
+
+def _grid_gaps(answer: int, ks: Sequence[int]) -> list[int]:
+    """The ks not in the grid ``ks`` between ``answer`` and its neighbours on the grid (none
+    up to ``EVERY_K_UP_TO``, where every k is scored)."""
+    if answer <= EVERY_K_UP_TO:
+        return []
+    below = max(k for k in ks if k < answer)
+    above = min((k for k in ks if k > answer), default=answer + 1)
+    return [k for k in range(below + 1, above) if k not in ks]
+
+
+def _strong_answer(strong: Sequence[int], reproduced: dict[int, list[int]]) -> int:
+    """The answer among the strong ks: the largest up to ``EVERY_K_UP_TO`` (the paper's rule);
+    above it, a larger strong k replaces the answer only where it carries over, on average, at
+    least ``REPRODUCED_GAIN`` more clusters. A k that cuts one of the answer's clusters in two
+    carries over no more of them (one side of the cut carries over whole and the other is
+    spared, :func:`spared_clusters`), where a k that separates two clusters the answer merged
+    carries over one more."""
+    answer = max((k for k in strong if k <= EVERY_K_UP_TO), default=min(strong))
+    carried = float(np.mean(reproduced[answer]))
+    for k in sorted(k for k in strong if k > answer):
+        if (count := float(np.mean(reproduced[k]))) >= carried + REPRODUCED_GAIN:
+            answer, carried = k, count
+    return answer
+
+
+def _strong(per_split: dict[int, list[float]]) -> list[int]:
+    """The ks whose mean strength reaches ``STRENGTH_THRESHOLD``."""
+    return [k for k, values in per_split.items() if np.mean(values) >= STRENGTH_THRESHOLD]
+
+
+def _score_ks(D: np.ndarray, ks: Sequence[int], per_split: dict[int, list[float]],
+              reproduced: dict[int, list[int]], rng: np.random.RandomState,
+              copies: np.ndarray | None) -> int:
+    """Add the strengths of ``ks`` on new random splits to ``per_split``, and their clusters
+    carried over to ``reproduced``, each k until its splits can no longer change the answer
+    (:func:`_still_open`); returns the splits drawn."""
+    for k in ks:
+        per_split[k], reproduced[k] = [], []
     unsettled = list(ks)
     for n_splits in range(1, MAX_SPLITS + 1):
-        for k, strength in _split_strengths(D, unsettled, rng, copies).items():
+        for k, (strength, carried) in _split_strengths(D, unsettled, rng, copies).items():
             per_split[k].append(strength)
+            reproduced[k].append(carried)
         if n_splits >= MIN_SPLITS:  # a k whose splits can no longer change the answer drops out
             unsettled = _still_open(per_split, unsettled)
             if not unsettled:
                 break
-    strengths = {k: round(float(np.mean(values)), 6) for k, values in per_split.items()}
-    strong = [k for k, value in strengths.items() if value >= STRENGTH_THRESHOLD]
-    if strong:
-        return NClustersChoice(max(strong), strengths, clear=True, n_splits=n_splits)
-    return NClustersChoice(max(strengths, key=strengths.__getitem__), strengths, clear=False,
-                           n_splits=n_splits)
+    return n_splits
 
 
 def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomState,
-                     copies: np.ndarray | None = None) -> dict[int, float]:
+                     copies: np.ndarray | None = None) -> dict[int, tuple[float, int]]:
     """The prediction strength of every k of ``ks`` on one random split into halves of the
-    points whose squared distances are ``D`` (``copies``: each point's distinct row, where
-    copies are partitioned as one point). A k for which a half has fewer distinct rows than
-    clusters scores 0 on this split."""
+    points whose squared distances are ``D``, and its clusters that carried over
+    (:func:`reproduction`; ``copies``: each point's distinct row, where copies are partitioned
+    as one point). A k for which a half has fewer distinct rows than clusters scores 0 on this
+    split."""
     n = D.shape[0]
     order = rng.permutation(n)
     train, test = np.sort(order[: n // 2]), np.sort(order[n // 2:])
     D_train, D_test = D[np.ix_(train, train)], D[np.ix_(test, test)]
     if not D_train.any() or not D_test.any():  # a half of copies of one row: no partition
-        return dict.fromkeys(ks, 0.0)
+        return dict.fromkeys(ks, (0.0, 0))
     train_parts = _spectral_partitions(D_train, ks, rng, _rows_of(copies, train))
     test_parts = _spectral_partitions(D_test, ks, rng, _rows_of(copies, test))
     # One RBF kernel serves the SVM of every k, at scikit-learn's SVC default width (set by the
@@ -161,8 +241,8 @@ def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomStat
     gamma = scale_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
-    return {k: reproduced_strength(_transfer(K_train, train_parts[k], K_test), test_parts[k])
-            if k in train_parts and k in test_parts else 0.0 for k in ks}
+    return {k: reproduction(_transfer(K_train, train_parts[k], K_test), test_parts[k])
+            if k in train_parts and k in test_parts else (0.0, 0) for k in ks}
 
 
 def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
@@ -200,7 +280,8 @@ def _settled(values: list[float], about: float = STRENGTH_THRESHOLD) -> bool:
 
 
 def reproduced_strength(predicted: np.ndarray, own: np.ndarray) -> float:
-    """:func:`prediction_strength`, or 0 where ``predicted`` holds fewer clusters than ``own``.
+    """:func:`prediction_strength` (sparing :func:`spared_clusters`), or 0 where ``predicted``
+    holds fewer clusters than ``own``.
 
     Prediction strength counts, in each cluster of the test half's own partition, the pairs
     that the classifier keeps together; a classifier that merges two of those clusters keeps
@@ -209,15 +290,38 @@ def reproduced_strength(predicted: np.ndarray, own: np.ndarray) -> float:
     all about equally far apart, an RBF SVM trained on a cut of the blob predicts one label for
     all of it, and a blob cut in two looked like two clusters. A partition into k clusters is
     reproduced only where the classifier gives the other half k clusters."""
-    if np.unique(predicted).size < np.unique(own).size:
-        return 0.0
-    return prediction_strength(predicted, own)
+    return reproduction(predicted, own)[0]
 
 
-def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
-    """Tibshirani and Walther (2005), eq. (2.1): the smallest, over the clusters of ``own``, share
-    of a cluster's pairs of points that ``predicted`` puts in one cluster (clusters of fewer than
-    two points are skipped)."""
+def reproduction(predicted: np.ndarray, own: np.ndarray) -> tuple[float, int]:
+    """The strength of :func:`reproduced_strength` and the number of clusters of ``own`` whose
+    share reaches ``STRENGTH_THRESHOLD`` (both 0 where ``predicted`` has fewer clusters)."""
+    k = np.unique(own).size
+    if np.unique(predicted).size < k:
+        return 0.0, 0
+    shares = cluster_shares(predicted, own)
+    if not shares:
+        return 0.0, 0
+    strength = shares[min(spared_clusters(k), len(shares) - 1)]
+    return strength, sum(share >= STRENGTH_THRESHOLD for share in shares)
+
+
+def spared_clusters(n_clusters: int) -> int:
+    """How many of the weakest clusters the strength of ``n_clusters`` passes over: none up to
+    ``EVERY_K_UP_TO`` clusters (eq. (2.1) as the paper has it), ``floor(SPARED_SHARE * k)``
+    above. A cluster's share is estimated from the few points it has in a half, and the
+    minimum of k noisy shares falls as k grows even when every cluster carries over: at 30
+    clusters of some twenty points a half, the weakest of them alone decides eq. (2.1), and
+    data with many clusters was answered a coarse k. A k that cuts a cluster in two is then
+    strong too (one side of the cut carries over whole); :func:`choose_n_clusters` prefers the
+    fewer clusters that reproduce as many."""
+    return 0 if n_clusters <= EVERY_K_UP_TO else int(SPARED_SHARE * n_clusters)
+
+
+def cluster_shares(predicted: np.ndarray, own: np.ndarray) -> list[float]:
+    """Tibshirani and Walther (2005), eq. (2.1)'s terms, ascending: for each cluster of ``own``
+    (of two points or more), the share of its pairs of points that ``predicted`` puts in one
+    cluster."""
     shares = []
     for cluster in np.unique(own):
         members = predicted[own == cluster]
@@ -226,7 +330,14 @@ def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
             continue
         counts = np.bincount(members)
         shares.append(float((counts * (counts - 1)).sum()) / (m * (m - 1)))
-    return min(shares, default=0.0)
+    return sorted(shares)
+
+
+def prediction_strength(predicted: np.ndarray, own: np.ndarray) -> float:
+    """Tibshirani and Walther (2005), eq. (2.1): the smallest, over the clusters of ``own``, share
+    of a cluster's pairs of points that ``predicted`` puts in one cluster (clusters of fewer than
+    two points are skipped)."""
+    return min(cluster_shares(predicted, own), default=0.0)
 
 
 def _spectral_partitions(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomState,
