@@ -25,7 +25,7 @@ from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils import check_random_state
 
-from algorithms.kernels import centred, distinct_rows
+from algorithms.kernels import centred, distinct_rows, squared_distances
 from algorithms.threads import small_problem_threads
 
 # scikit-learn's SpectralClustering(affinity="nearest_neighbors") default.
@@ -39,6 +39,9 @@ SPECTRAL_PROTOTYPES = 1000
 # and every point takes its nearest centre: the pool's n_init Lloyd runs over all n points would
 # cost more than the method they start, and a sample of this size places k centres as well.
 KMEANS_SAMPLE_SIZE = 10_000
+# Graphs of at most this many points are embedded by a dense eigensolver (exact, and faster
+# there than ARPACK's shift-invert factorisation and iterations).
+DENSE_EIGEN_MAX_N = 300
 # Squared distances that agree to this many decimals of the largest are taken as equal when
 # neighbours are ranked (knn_graph_of_distances): the round-off of the expansion in
 # algorithms.kernels.squared_distances is about 1e-15 of the largest; structure finer than
@@ -235,6 +238,9 @@ def knn_spectral_embedding(X: np.ndarray | sp.spmatrix, n_components: int, n_nei
                            rng: np.random.RandomState) -> np.ndarray:
     """The leading ``n_components`` vectors of the normalized-Laplacian embedding of
     ``0.5 (A + A^T)``, ``A`` the kNN connectivity of ``X`` (each point its own neighbour)."""
+    if X.shape[0] <= DENSE_EIGEN_MAX_N and not sp.issparse(X):  # no neighbour index to build
+        graph = knn_graph_of_distances(squared_distances(X), n_neighbors)
+        return graph_spectral_embedding(graph, n_components, rng)
     with small_problem_threads():
         graph = kneighbors_graph(X, n_neighbors=min(n_neighbors, X.shape[0] - 1),
                                  include_self=True)
@@ -284,11 +290,21 @@ def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
     laplacian.setdiag(1.0)  # a self-loop leaves 1 - w_ii / d_i there; L's diagonal is 1
     start = rng.uniform(-1, 1, laplacian.shape[0])
     with small_problem_threads():
+        if laplacian.shape[0] <= DENSE_EIGEN_MAX_N:  # a dense solve costs less than ARPACK's LU
+            vectors = _smallest_eigenvectors_dense(laplacian, n_components)
+            return _signed_embedding(vectors, n_components, degree_sqrt)
         try:
             _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0,
                                v0=start)
         except RuntimeError:  # ARPACK's failures (ArpackError, ArpackNoConvergence)
             vectors = _smallest_eigenvectors_dense(laplacian, n_components)
+    return _signed_embedding(vectors, n_components, degree_sqrt)
+
+
+def _signed_embedding(vectors: np.ndarray, n_components: int, degree_sqrt: np.ndarray
+                      ) -> np.ndarray:
+    """``u = D^-1/2 x`` of the eigenvectors ``x`` (columns), each signed so that its entry of
+    largest magnitude is positive."""
     embedding = vectors.T[:n_components] / degree_sqrt
     largest = np.argmax(np.abs(embedding), axis=1)
     embedding *= np.sign(embedding[np.arange(n_components), largest])[:, None]

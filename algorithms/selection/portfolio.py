@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.selection.candidates import (
-    kmeans_labels,
+    kmeans_runs,
     nearest_centre,
     partition_key,
     spectral_partition,
@@ -62,6 +62,10 @@ SCORE_RANK = 200
 # The margin's trade-off, beta = 1 / C, as in the selection of the methods' own candidates.
 SCORE_C = 100.0
 GMM_INIT = 3
+# The k-means candidate: the best of this many runs from k-means++ seeds (scikit-learn's n_init),
+# by the compiled loops (on a few hundred points KMeans' per-call checks cost more than its
+# arithmetic).
+KMEANS_INIT = 10
 # The finite Newton method of the score ends in a few steps; this bounds them.
 NEWTON_MAX_ITER = 100
 
@@ -107,7 +111,8 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
     sample = _portfolio_sample(X.shape[0], rng)  # the mixture's own sample
     labels = gmm_labels(X if sample is None else X[sample], n_clusters, rng.randint(2**31 - 1))
     candidates["gmm"] = _extend(X, sample, labels, n_clusters)
-    candidates["kmeans"] = kmeans_labels(X, n_clusters, random_state=rng.randint(2**31 - 1))[0]
+    candidates["kmeans"] = min(kmeans_runs(X, n_clusters, n_init=KMEANS_INIT, random_state=rng),
+                               key=lambda run: run[0])[1]
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
             X, n_clusters, n_neighbors=neighbors, random_state=rng)
@@ -234,12 +239,15 @@ def _exact_step(Z: np.ndarray, y: np.ndarray, w: np.ndarray, direction: np.ndarr
     with np.errstate(divide="ignore", invalid="ignore"):
         breaks = a / b
     changing = (breaks > 0.0) & np.isfinite(breaks) & np.where(inside, b > 0.0, b < 0.0)
-    for i in np.flatnonzero(changing)[np.argsort(breaks[changing])]:
-        if slope * breaks[i] + offset >= 0.0:
-            break
-        sign = -1.0 if inside[i] else 1.0  # a term leaving or entering the sum
-        slope += sign * 2.0 * b[i] * b[i]
-        offset -= sign * 2.0 * b[i] * a[i]
+    order = np.flatnonzero(changing)[np.argsort(breaks[changing])]
+    sign = np.where(inside[order], -1.0, 1.0)  # a term leaving or entering the sum
+    # The slope and offset of the piece that starts at each breakpoint's left (the terms before
+    # it applied), and of the last piece.
+    slopes = slope + np.concatenate(([0.0], np.cumsum(sign * 2.0 * b[order] ** 2)))
+    offsets = offset - np.concatenate(([0.0], np.cumsum(sign * 2.0 * b[order] * a[order])))
+    reached = np.flatnonzero(slopes[:-1] * breaks[order] + offsets[:-1] >= 0.0)
+    piece = reached[0] if reached.size else order.size
+    slope, offset = slopes[piece], offsets[piece]
     return max(0.0, -offset / slope) if slope > 0.0 else 0.0
 
 
