@@ -46,7 +46,7 @@ from tests.baselines import digit_subset
 # local-scaling RBF width and a spectral start, checked in tests/test_defaults.py).
 K4_PARAMS = {"C": 3.0, "score_balance": 0.0}
 # Width 0.4 sigma_0 and three runs from the best distinct k-means partitions of the pool: both
-# selected on this data (one run, the default: 98.47 %; landed before the shared pool: 98.69 %).
+# selected on this data (one run, the default, gives 98.47 %).
 PAIRS_45_PARAMS = {"kernel": "rbf", "width_factor": 0.4, "n_restarts": 3}
 # The paper's kernel-PCA coordinates (section 2.1) with the width protocol of its section 4.2:
 # sigma = 0.4 sigma_0 from the grid {0.1 sigma_0, ..., sigma_0}, sigma_0 the largest pairwise
@@ -68,7 +68,6 @@ def _accuracy(y, labels) -> float:
 
 
 # The paper's Table 2, CPM3C column: 3-8 96.92 %, 1-7 100 %, 2-7 100 %, 8-9 97.74 %. Bounds: the
-# accepted
 # acceptance levels (paper minus 1.5 points).
 @pytest.mark.parametrize(
     ("classes", "min_accuracy"),
@@ -159,9 +158,8 @@ def test_four_digit_classes_match_table_2_on_kernel_pca_coordinates(
     digits, fitted_on_digits, classes, min_accuracy
 ):
     # The paper's Table 2 "Dig 0689" 96.63 %, "Dig 1279" 94.01 % (accepted: 95.0 % and 92.5 %).
-    # Measured
-    # with KPCA_PARAMS and C = 3, l = 0: 96.63 % (random_state 0-4 alike; 95.9-96.8 % for 15-50
-    # components) and 90.11 %.
+    # Measured with KPCA_PARAMS and C = 3, l = 0: 96.63 % (random_state 0-4 alike; 95.9-96.8 %
+    # for 15-50 components) and 90.11 %.
     _, y = digit_subset(digits, classes)
     est = fitted_on_digits(
         paper_cpm3c(n_clusters=4, random_state=0, **KPCA_PARAMS, **K4_PARAMS), classes)

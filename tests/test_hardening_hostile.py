@@ -430,7 +430,8 @@ def test_a_json_body_may_start_with_a_byte_order_mark(deployment):
 
 def test_m3n_exact_on_too_few_pairs_is_422_not_an_infeasible_job(deployment):
     # One adjacent pair: a row of N holds its diagonal 1, but the pair balance allows row sums
-    # up to (1/4 + 0.3) x 1; the job used to fail with SCS's bare "infeasible".
+    # up to (1/4 + 0.3) x 1, so the SDP is infeasible: the request is refused before a job
+    # could fail with a solver's bare "infeasible".
     job = {"algorithm": {"name": "m3n", "params": {"method": "exact"}},
            "data": {"sequences": [[0, 1]]}}
     assert_problem(post_json(deployment, "/v1/jobs", job), 422, "pair_size_band",

@@ -49,8 +49,8 @@ def test_sdp_mmc_semi_supervised_job_takes_partial_labels_in_data_y(service_url)
 
 
 def test_labels_that_make_the_sdp_infeasible_are_a_422_not_a_failed_job(service_url):
-    # All points labeled class 0: S1 forces M = ee^T, which breaks the class balance bound. The
-    # job used to run and fail with the solver's "infeasible"; the count of labels says so first.
+    # All points labeled class 0: S1 forces M = ee^T, which breaks the class balance bound, so
+    # the SDP is infeasible; the count of labels says so before any solver runs.
     X, _ = two_gaussians(n=30, seed=2)
     payload = {"algorithm": {"name": "sdp_mmc", "params": {}},
                "data": {"X": X.tolist(), "y": [0] * 30}}

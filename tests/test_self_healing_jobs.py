@@ -84,7 +84,12 @@ def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deploy
         # Nobody reads the job: the sweeper re-queues it and the other worker runs attempt 2.
         second = wait_record(redis, job_id, running(2), timeout=4 * HEARTBEAT + 30)
         assert second["worker"]["pid"] != stale_horse
-        assert "heartbeats" in second["progress"]["message"] or second["progress"]["step"] >= 0
+        # Its progress is the sweeper's reason for the re-queue, or attempt 2's own report; never
+        # the frozen first attempt's.
+        progress = second["progress"]
+        assert ("re-queued (attempt 2)" in progress["message"]
+                and "heartbeats" in progress["message"]) \
+            or progress["updated_at"] >= second["started_at"], progress
 
         # The first attempt (RQ id == job id) writing directly: every write is refused.
         jobs = Stores(redis, deployment.settings).jobs
