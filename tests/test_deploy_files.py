@@ -145,3 +145,11 @@ def test_make_serve_installs_again_only_when_pyproject_or_the_constraints_change
     older = (ROOT / "pyproject.toml").stat().st_mtime - 1
     os.utime(venv / ".installed", (older, older))
     assert "pip install" in planned()
+
+
+def test_compose_workers_have_the_cpu_quota_their_threads_are_sized_to():
+    # The worker reads its cgroup's CPU quota (algorithms.threads.usable_cpus); without one, a
+    # container sees the host's cores and its BLAS threads oversubscribe them.
+    services = compose_services()
+    assert services["worker-fast"]["cpus"] == "1.0"
+    assert services["worker-slow"]["cpus"] == "2.0"
