@@ -49,7 +49,7 @@ added (regularized with ``w``). The paper has no bias and uncentered data, where
 ``-l <= sum_i (f_p(x_i) - f_q(x_i)) <= l``, meaningful for any data (for centered data without a
 bias it would be vacuous): with centering it reads ``|b_p - b_q| <= l / n = score_balance``.
 
-The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
+The defaults' scores against scikit-learn's clusterers are in ``docs/defaults.md``.
 """
 
 from __future__ import annotations

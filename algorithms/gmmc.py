@@ -6,7 +6,7 @@ vector lifted, in place of ``K^{-1}`` (Remark II), in a scaled form that a Burer
 augmented Lagrangian solves with an optimality certificate; labels are the signs of the KKT
 eigenvector (section 3.1). Kernel learning (12) is exponentiated-gradient ascent over the weights
 of several Laplacians. The reading of the paper behind these choices is in ``docs/gmmc_design.md``;
-the measurements behind the defaults in ``docs/defaults_rules.md``.
+the defaults' scores against scikit-learn's clusterers in ``docs/defaults.md``.
 """
 
 from __future__ import annotations

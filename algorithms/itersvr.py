@@ -32,7 +32,7 @@ random sample of ``exact_max_n`` points and every point is labelled by the tree 
 the sample's clusters (the out-of-sample classifier of section 3.2.1): O(m^2) for the clustering and
 O(n n_SV) for the labels, instead of O(n^2) memory.
 
-The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
+The defaults' scores against scikit-learn's clusterers are in ``docs/defaults.md``.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ Two extensions serve the programs below:
 * A nonnegative factor (unsupervised multi-class (4.8)): ``V >= 0`` makes ``Z >= 0`` entrywise,
   and the certificate adds multipliers ``Psi >= 0`` of ``Z >= 0`` fitted to stationarity.
 
-The timings behind the solver's choices are recorded in ``docs/robust_sdp_speed.md``.
+The solver's timings against SCS are in ``docs/sdp_solver.md``.
 """
 
 from __future__ import annotations
@@ -463,10 +463,10 @@ REFINE_MAX_ITER = 40
 REFINE_AFTER = 2
 # Creep: on a non-smooth Lagrangian (the inner SVM's support set changes along the path) L-BFGS
 # can keep lowering it by tiny steps, reach no gtol, and spend its whole budget (a two-class
-# relaxation with no clear optimum, such as two clusters asked of three blobs; measured in
-# docs/defaults_rules.md). An inner run stops once, at its pace over the last CREEP_WINDOW
-# iterations, the rest of its budget would lower the Lagrangian by less than CREEP_SHARE x tol
-# (relative): a change the certificate, which works to tol, does not resolve.
+# relaxation with no clear optimum, such as two clusters asked of three blobs). An inner run
+# stops once, at its pace over the last CREEP_WINDOW iterations, the rest of its budget would
+# lower the Lagrangian by less than CREEP_SHARE x tol (relative): a change the certificate,
+# which works to tol, does not resolve.
 CREEP_WINDOW = 20
 CREEP_SHARE = 0.1
 # Thorough certificates (refitted multipliers, Psi) once the objective has settled: the first

@@ -42,7 +42,7 @@ loss is used.) Unlike the offset-free SDP, the result does not depend on where t
 A constant feature (kernel ``K + c``) would instead regularise ``b`` on the scale of ``K`` and
 let the relaxation trade it against ``M``. The ramp method uses libsvm's offset.
 
-The solver measurements behind these choices are in ``docs/robust_sdp_speed.md``.
+The solver's timings are in ``docs/sdp_solver.md`` and ``docs/algorithms/robust_svm.md``.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ Out-of-sample: a new point inside the sphere joins the cluster of a support vect
 joins the cluster of the nearest stored point (support vectors and bounded SVs), or gets ``-1``
 with ``bounded_svs="outlier"``.
 
-The measurements behind the defaults are recorded in ``docs/defaults_rules.md``.
+The defaults' scores against scikit-learn's clusterers are in ``docs/defaults.md``.
 """
 
 from __future__ import annotations

@@ -157,8 +157,7 @@ def sweep_sets() -> list[ClusteringSet]:
     """36 more sets of the public kinds for checking a rule before it is adopted: the example's
     five shapes at four other seeds, seven digit pairs, three digit triples (every second
     point) and two 80 % subsamples each of standardized iris, wine and breast cancer. Like the
-    held-out sets, no default was chosen on them (``docs/defaults_rules.md`` records what they
-    showed)."""
+    held-out sets, no default was chosen on them."""
     rng = np.random.default_rng(777)
     sets: list[ClusteringSet] = []
     for seed in (1, 2, 4, 6):
