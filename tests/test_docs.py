@@ -86,3 +86,23 @@ def test_relative_links_of_the_readme_and_docs_point_to_files():
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, f"broken links: {broken}"
+
+
+LAYOUT_PACKAGES = ("algorithms", "algorithms/selection", "core", "service", "worker", "mmc",
+                   "mmc_client")
+
+
+def test_every_module_is_listed_in_the_layout_page():
+    # docs/layout.md's tree names each module of the packages; the params models and the
+    # routes are listed as groups (one module per algorithm, one per resource).
+    tree = (ROOT / "docs" / "layout.md").read_text().split("```")[3]
+    listed = set(re.findall(r"\b([A-Za-z0-9_]+\.py)\b", tree))
+    missing = [f"{package}/{path.name}" for package in LAYOUT_PACKAGES
+               for path in sorted((ROOT / package).glob("*.py"))
+               if not path.name.startswith("__") and path.name not in listed]
+    routes = re.search(r"routes/\s+one module per resource: ([^`]*?)\n\s*console/", tree)
+    assert routes, "docs/layout.md lists service/routes/ as one module per resource"
+    missing += [f"service/routes/{path.name}" for path in sorted(
+        (ROOT / "service" / "routes").glob("*.py"))
+        if not path.name.startswith("__") and path.stem not in routes.group(1)]
+    assert not missing, f"modules missing from docs/layout.md: {missing}"
