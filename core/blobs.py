@@ -16,7 +16,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 from core.settings import Settings
@@ -137,6 +137,15 @@ def _unavailable(exc: OSError, path: Path) -> BlobUnavailableError:
     return BlobUnavailableError(f"the blob directory cannot be used: {exc}")
 
 
+class ObjectInfo(NamedTuple):
+    size: int
+    etag: str
+
+
+class ObjectChangedError(ValueError):
+    """An object read by ETag was replaced or deleted since its ETag was taken."""
+
+
 class S3BlobStore:
     """Objects in ``bucket`` under ``prefix`` of an S3 API. The endpoint is ``endpoint`` (else
     boto3's own lookup: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the AWS region's), the
@@ -191,6 +200,38 @@ class S3BlobStore:
                 answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             except self.client.exceptions.NoSuchKey:
                 return None
+        return _TranslatedStream(answer["Body"])
+
+    def stat(self, key: str) -> ObjectInfo | None:
+        """The object's size and ETag, or ``None`` when there is none."""
+        from botocore.exceptions import ClientError
+
+        with _translated():
+            try:
+                answer = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise
+        return ObjectInfo(int(answer["ContentLength"]), answer.get("ETag", ""))
+
+    def open_at(self, key: str, etag: str, start: int = 0, stop: int | None = None) -> BinaryIO:
+        """A stream of bytes ``start`` to ``stop`` (exclusive; ``None``: the end) of the object
+        whose ETag is ``etag``; :class:`ObjectChangedError` when the object is another by now."""
+        from botocore.exceptions import ClientError
+
+        byte_range = f"bytes={start}-" + ("" if stop is None else str(stop - 1))
+        with _translated():
+            try:
+                answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                                Range=byte_range, IfMatch=etag)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                    raise ObjectChangedError(key) from None
+                raise
+        if answer.get("ETag", etag) != etag:  # a store that ignores If-Match
+            answer["Body"].close()
+            raise ObjectChangedError(key)
         return _TranslatedStream(answer["Body"])
 
     def delete(self, key: str) -> None:
@@ -303,7 +344,16 @@ def blob_store(settings: Settings) -> BlobStore:
                      settings.blob_timeout_seconds, os.getpid())
 
 
-@functools.lru_cache(maxsize=8)
+def s3_bucket(settings: Settings, bucket: str) -> S3BlobStore:
+    """An S3 store of ``bucket`` (no prefix) at the configured endpoint with the configured
+    credentials, for datasets named by URL (:mod:`core.dataset_urls`)."""
+    store = _store_of(f"s3://{bucket}", settings.s3_endpoint, settings.blob_timeout_seconds,
+                      os.getpid())
+    assert isinstance(store, S3BlobStore)
+    return store
+
+
+@functools.lru_cache(maxsize=32)
 def _store_of(url: str, endpoint: str | None, timeout_seconds: float, pid: int) -> BlobStore:
     parts = urlsplit(url)
     if parts.scheme == "s3":

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     blob_timeout_seconds: float = Field(
         5.0, gt=0, description="Connect and read timeout of each call to the object store."
     )
+    data_url_allow: str = Field(
+        "", description="Comma-separated s3://bucket or s3://bucket/prefix that POST /v1/datasets "
+                        "{\"url\": ...} may name (read with the store's endpoint and "
+                        "credentials); empty: no dataset by URL.")
     inline_input_max_bytes: int = Field(
         64 * 1024, ge=0, description="A job's input (labels, sequences) larger than this is "
                                      "stored in the blob store instead of Redis."

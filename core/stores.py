@@ -127,10 +127,12 @@ class DatasetStore:
     """Matrices namespaced by tenant: the id is the SHA-256 of the owner, shape and float64 bytes,
     so the same upload deduplicates within a tenant and another tenant's id is simply unknown."""
 
-    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore,
+                 settings: Settings | None = None):
         self.redis = redis
         self.ttl = ttl_seconds
         self.blobs = blobs
+        self.settings = settings  # where datasets by URL are read (core.dataset_urls)
         self.lifetimes = BlobLifetimes(redis, blobs)
         self._delete_owned = redis.register_script(_DELETE_OWNED)
 
@@ -173,13 +175,44 @@ class DatasetStore:
         self.lifetimes.add(key, blob, self.ttl, pipe)
         return size, created_at
 
+    @staticmethod
+    def reference_id(source: dict[str, Any], owner: str = "") -> str:
+        """The id of a dataset by URL: the SHA-256 of the owner, the URL, the object's ETag and
+        size and the columns read, so registering the same object again finds the same dataset
+        and an object replaced under the same URL is a new one."""
+        named = {name: source.get(name) for name in ("url", "etag", "object_bytes", "columns")}
+        return hashlib.sha256(f"{owner}\0url\0{json.dumps(named, sort_keys=True)}"
+                              .encode()).hexdigest()
+
+    def put_reference(self, source: dict[str, Any], *, owner: str = ""
+                      ) -> tuple[dict[str, Any], bool]:
+        """Record the object that ``source`` describes (:func:`core.dataset_urls.describe_object`)
+        as ``owner``'s dataset, as :meth:`put` records an upload; no bytes are stored, and a
+        delete removes the record, never the caller's object."""
+        dataset_id = self.reference_id(source, owner)
+        key = Keys.dataset(dataset_id)
+        if self.redis.expire(key, self.ttl):
+            return self.describe(dataset_id, owner), False  # type: ignore[return-value]
+        created_at = time.time()
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={"source": json.dumps(source), "url": source["url"],
+                                    "stored_bytes": 0, "n_samples": source["n_samples"],
+                                    "n_features": source["n_features"], "owner": owner,
+                                    "created_at": created_at})
+            pipe.expire(key, self.ttl)
+            pipe.execute()
+        return {"id": dataset_id, "n_samples": source["n_samples"],
+                "n_features": source["n_features"], "stored_bytes": 0, "url": source["url"],
+                "created_at": created_at, "expires_in_seconds": self.ttl}, True
+
     def describe(self, dataset_id: str, owner: str) -> dict[str, Any] | None:
         key = Keys.dataset(dataset_id)
         with self.redis.pipeline() as pipe:
-            pipe.hmget(key, "n_samples", "n_features", "created_at", "owner", "stored_bytes")
+            pipe.hmget(key, "n_samples", "n_features", "created_at", "owner", "stored_bytes",
+                       "url")
             pipe.hstrlen(key, "npz")
             pipe.ttl(key)
-            (n_samples, n_features, created_at, stored_owner, size), legacy_size, ttl = \
+            (n_samples, n_features, created_at, stored_owner, size, url), legacy_size, ttl = \
                 pipe.execute()
         size = legacy_size if size is None else size
         if n_samples is None or (stored_owner or b"").decode() != owner:
@@ -189,19 +222,36 @@ class DatasetStore:
             "n_samples": int(n_samples),
             "n_features": int(n_features),
             "stored_bytes": int(size),
+            "url": None if url is None else url.decode(),
             "created_at": float(created_at),
             "expires_in_seconds": int(ttl),
         }
+
+    def referenced_shape(self, dataset_id: str, owner: str) -> tuple[int, int] | None:
+        """``(n_samples, n_features)`` of ``owner``'s dataset by URL; ``None`` for an uploaded
+        one (or none): the API checks a job on a dataset by URL by its shape alone, since it
+        never reads that data."""
+        url, n_samples, n_features, stored_owner = self.redis.hmget(
+            Keys.dataset(dataset_id), "url", "n_samples", "n_features", "owner")
+        if url is None or (stored_owner or b"").decode() != owner:
+            return None
+        return int(n_samples), int(n_features)
 
     def load(self, dataset_id: str, owner: str | None = None) -> np.ndarray | None:
         """The matrix; with ``owner``, only if that tenant stored it (the worker passes none:
         the job's input was checked when it was created)."""
         key = Keys.dataset(dataset_id)
-        blob, stored_owner = self.redis.hmget(key, "blob", "owner")
+        blob, stored_owner, source = self.redis.hmget(key, "blob", "owner", "source")
         if stored_owner is None:
             return None
         if owner is not None and stored_owner.decode() != owner:
             return None
+        if source is not None:  # a dataset by URL: read from its object, as a stream
+            from core.dataset_urls import read_matrix
+
+            if self.settings is None:
+                raise ValueError(f"dataset {dataset_id} is read by URL: give the store settings")
+            return read_matrix(self.settings, json.loads(source))
         if blob is None:  # stored before the blob store: its bytes are in the record
             payload = self.redis.hget(key, "npz")
             return None if payload is None else npz_bytes_to_arrays(payload)["X"]
@@ -692,10 +742,12 @@ PROVISIONAL_MODEL_SECONDS = 3600
 class ModelStore:
     """Trained models: JSON metadata in Redis, their ``.npz`` arrays a blob; never pickles."""
 
-    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore):
+    def __init__(self, redis: Redis, ttl_seconds: int, blobs: BlobStore,
+                 settings: Settings | None = None):
         self.redis = redis
         self.ttl = ttl_seconds
         self.blobs = blobs
+        self.settings = settings  # where datasets by URL are read (core.dataset_urls)
         self.lifetimes = BlobLifetimes(redis, blobs)
         self._delete_owned = redis.register_script(_DELETE_OWNED)
 
@@ -834,7 +886,7 @@ class Stores:
         self.redis = redis
         self.blobs = blob_store(settings) if blobs is None else blobs
         self.lifetimes = BlobLifetimes(redis, self.blobs)
-        self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds, self.blobs)
+        self.datasets = DatasetStore(redis, settings.dataset_ttl_seconds, self.blobs, settings)
         self.uploads = UploadStore(redis, self.datasets, settings.dataset_ttl_seconds)
         self.jobs = JobStore(redis, settings.job_ttl_seconds, self.blobs,
                              settings.inline_input_max_bytes)

@@ -88,7 +88,9 @@ def _labels(spec: AlgorithmSpec, params: AlgorithmParams, y: list[int] | None, n
 
 def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
                       load_dataset) -> PreparedInput:
-    """Validate ``data`` for ``spec``; ``load_dataset(id)`` returns a stored matrix or ``None``."""
+    """Validate ``data`` for ``spec``; ``load_dataset(id)`` returns a stored matrix, the
+    ``(n_samples, n_features)`` of a dataset by URL (whose values the API never reads), or
+    ``None``."""
     if spec.input_kind == "sequences":
         for name in ("X", "dataset_id"):
             if getattr(data, name) is not None:
@@ -128,6 +130,8 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
         X = load_dataset(dataset_id)
         if X is None:
             raise ProblemError(404, f"dataset {dataset_id} does not exist or has expired")
+        if isinstance(X, tuple):
+            return _by_shape(spec, params, data, dataset_id, *X)
     else:
         X = matrix_or_422(data.X, "body.data.X")
     n = X.shape[0]
@@ -142,6 +146,21 @@ def prepare_job_input(spec: AlgorithmSpec, params: AlgorithmParams, data: Any,
             raise field_error(422, "body.data.X", str(exc)) from None
     y = _labels(spec, params, data.y, n)
     return PreparedInput(n, int(X.shape[1]), X=X, dataset_id=dataset_id, y=y)
+
+
+def _by_shape(spec: AlgorithmSpec, params: AlgorithmParams, data: Any, dataset_id: str,
+              n: int, n_features: int) -> PreparedInput:
+    """The checks of a job on a dataset by URL that its shape allows; those that need its values
+    (identical points, a tiny spread) are the fit's own, in the worker, which fails the job
+    saying what to fix."""
+    _size_limit(spec, params, n)
+    n_clusters = getattr(params, "n_clusters", None)
+    n_clusters = 2 if n_clusters == AUTO else n_clusters
+    if isinstance(n_clusters, int) and n < max(n_clusters, 2):
+        raise field_error(422, "body.data.dataset_id", f"the dataset has {n} points, fewer than "
+                          f"n_clusters={n_clusters}: ask for fewer clusters")
+    y = _labels(spec, params, data.y, n)
+    return PreparedInput(n, n_features, dataset_id=dataset_id, y=y)
 
 
 # -- dataset uploads ------------------------------------------------------------------------------

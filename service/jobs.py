@@ -98,8 +98,9 @@ class JobService:
         """The checked job, or the earlier job of a known Idempotency-Key (a replay)."""
         spec = get_spec(request.algorithm.name)
         params = request.algorithm.params
-        prepared = prepare_job_input(spec, params, request.data,
-                                     lambda some_id: self.stores.datasets.load(some_id, owner))
+        datasets = self.stores.datasets
+        prepared = prepare_job_input(spec, params, request.data, lambda some_id: (
+            datasets.referenced_shape(some_id, owner) or datasets.load(some_id, owner)))
         cells = prepared.n_samples * (prepared.n_features or 1)
         if cells > self.settings.max_points_x_features:
             raise field_error(422, "body.data",

@@ -20,8 +20,8 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger(__name__)
 
 _TITLES = {
-    400: "Bad request", 401: "Unauthorized", 404: "Not found", 405: "Method not allowed",
-    408: "Request timeout", 409: "Conflict", 413: "Content too large",
+    400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found",
+    405: "Method not allowed", 408: "Request timeout", 409: "Conflict", 413: "Content too large",
     415: "Unsupported media type", 422: "Invalid request", 429: "Too many requests",
     500: "Internal server error", 503: "Service unavailable", 507: "Insufficient storage",
 }
@@ -160,6 +160,7 @@ _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.
                                  "schema": {"type": "integer"}}}
 _WHEN = {
     401: "A valid API key is missing (only when MMC_API_KEYS is set).",
+    403: "The service may not read what the request names (outside MMC_DATA_URL_ALLOW).",
     404: "The resource does not exist for this tenant, or has expired.",
     409: "The resource is not in a state that allows this.",
     413: "The body exceeds MMC_MAX_BODY_BYTES.",
@@ -178,6 +179,9 @@ def body_too_large_detail(limit: int) -> str:
 # One problem document per status, as the service writes it, for the API reference.
 _EXAMPLE_DETAIL = {
     401: "send a valid API key as 'Authorization: Bearer <key>' (or in the X-API-Key header)",
+    403: "s3://other/x.npy is outside the buckets and prefixes this service may read "
+         "(MMC_DATA_URL_ALLOW: s3://datasets/team-a); put the object under one of them or ask "
+         "the operator to allow its prefix",
     404: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 does not exist or has expired",
     409: "job 5f0c2a9e4d7b4c1e9a3f6b2d8e1c7a40 is running; its outputs exist once it has "
          "succeeded",

@@ -144,7 +144,8 @@ class DatasetResource(BaseModel):
     id: str
     n_samples: int
     n_features: int
-    stored_bytes: int
+    stored_bytes: int = Field(description="Bytes the service stores (0 for a dataset by URL).")
+    url: str | None = Field(None, description="The object it is read from, for a dataset by URL.")
     created_at: str = Field(description="ISO 8601 UTC, like every time in the API.")
     expires_in_seconds: int
 
@@ -160,6 +161,19 @@ class UploadResource(BaseModel):
 
 class DatasetJSON(_Strict):
     X: list[list[float]]
+
+
+class DatasetURL(_Strict):
+    """A dataset named by URL: an object that stays where it is and is read by the workers."""
+
+    url: str = Field(max_length=2048, description="s3://bucket/key ending in .npy, .npz, "
+                                                  ".parquet or .csv, inside the operator's "
+                                                  "MMC_DATA_URL_ALLOW.",
+                     examples=["s3://datasets/team-a/points.parquet"])
+    columns: list[str] | None = Field(
+        None, min_length=1, max_length=100_000,
+        description="The columns to read, in this order (.parquet, or .csv with a header); "
+                    "default: every column, which must then all be numeric.")
 
 
 class ModelResource(BaseModel):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import PurePath
 from typing import Annotated
@@ -7,7 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from core.dataset_urls import DataURLError, check_allowed, describe_object, parse_data_url
 from core.records import iso_time
+from core.settings import Settings
 from core.stores import Stores, UploadError, UploadStore
 from service.deps import (
     AppMetrics,
@@ -19,12 +22,19 @@ from service.deps import (
     owner,
 )
 from service.inputs import matrix_or_422, parse_csv, parse_npy
-from service.json_body import is_json_media_type, media_type, parse_matrix, read_payload
+from service.json_body import (
+    is_json_media_type,
+    media_type,
+    parse_matrix,
+    parse_model,
+    read_payload,
+)
 from service.problems import ProblemError, field_error, header, links, problem_responses
 from service.schemas import (
     DatasetIdPath,
     DatasetJSON,
     DatasetResource,
+    DatasetURL,
     UploadIdPath,
     UploadResource,
 )
@@ -38,11 +48,16 @@ _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": DatasetJSON.model_json_schema(), "examples": {
+            "application/json": {"schema": {"anyOf": [DatasetJSON.model_json_schema(),
+                                                      DatasetURL.model_json_schema()]},
+                                 "examples": {
                 "object": {"summary": "Rows of numbers under X",
                            "value": {"X": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}},
                 "matrix": {"summary": "A bare matrix",
-                           "value": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]}}},
+                           "value": [[0.0, 0.1], [0.2, 0.0], [5.0, 5.1], [5.2, 4.9]]},
+                "url": {"summary": "An object in S3, read where it is (MMC_DATA_URL_ALLOW)",
+                        "value": {"url": "s3://datasets/team-a/points.parquet",
+                                  "columns": ["x", "y"]}}}},
             "text/csv": {"schema": {"type": "string"}, "examples": {
                 "csv": {"summary": "One row per line, an optional header",
                         "value": "x,y\n0.0,0.1\n0.2,0.0\n5.0,5.1\n5.2,4.9\n"}}},
@@ -110,17 +125,60 @@ _LINKS = links("dataset_id", "$response.body#/id", "get_dataset")
                  200: {"description": "Already stored by this tenant (same content): its "
                                       "lifetime is renewed.", "model": DatasetResource,
                        "headers": _LOCATION, "links": _LINKS},
-                 **problem_responses(413, 415, 422)})
+                 **problem_responses(403, 413, 415, 422)})
 async def upload_dataset(request: Request, response: Response, stores: AppStores,
                          settings: AppSettings, caller: Caller):
     """Upload a matrix once (JSON ``{"X": [[...]]}`` or bare matrix, CSV, ``.npy``, or a
     multipart ``file``); the id is the SHA-256 of its content, so uploads deduplicate. A matrix
-    larger than one request body goes up in parts (``POST /v1/datasets/uploads``)."""
+    larger than one request body goes up in parts (``POST /v1/datasets/uploads``).
+
+    Or name an object in S3, ``{"url": "s3://bucket/key.parquet"}`` (``.npy``, ``.npz``,
+    ``.parquet``, ``.csv``), inside the buckets and prefixes the operator allowed
+    (``MMC_DATA_URL_ALLOW``; others are a 403): the API reads only its shape and the workers
+    read its values where it is. Its id names the object's version (ETag)."""
     kind, payload = await _body(request)
+    reference = _url_request(kind, payload)
+    if reference is not None:
+        description, created = await run_in_threadpool(
+            _register_url, stores, settings, reference, caller)
+        return _dataset_answer(response, description, created)
     # Parsing, hashing and storing are CPU and Redis work: off the event loop.
     description, created = await run_in_threadpool(
         _store, stores, settings.max_points_x_features, kind, payload, caller)
     return _dataset_answer(response, description, created)
+
+
+def _url_request(kind: str, payload: bytes) -> DatasetURL | None:
+    """The body as a dataset by URL when it is a JSON object naming ``url``; else None (a
+    matrix to upload)."""
+    if kind != "json" or len(payload) > 64 * 1024 or payload[:64].lstrip()[:1] != b"{":
+        return None
+    try:
+        document = json.loads(payload)
+    except ValueError:
+        return None  # the matrix parser says what is wrong with it
+    if not isinstance(document, dict) or "url" not in document:
+        return None
+    return parse_model(payload, DatasetURL, ())  # type: ignore[return-value]
+
+
+def _register_url(stores: Stores, settings: Settings, reference: DatasetURL, caller: str
+                  ) -> tuple[dict, bool]:
+    """Check the URL against the allow-list (before any call to the store), read the object's
+    shape, and record it as the caller's dataset."""
+    try:
+        data_url = parse_data_url(reference.url)
+        check_allowed(data_url, settings.data_url_allow)
+        source = describe_object(settings, data_url, reference.columns)
+    except DataURLError as problem:
+        if problem.status == 403:
+            log.info("dataset URL refused: tenant=%s url=%s", caller, reference.url)
+            raise ProblemError(403, str(problem)) from None
+        raise field_error(problem.status, "body.url", str(problem), problem.code) from None
+    stored = stores.datasets.put_reference(source, owner=caller)
+    log.info("dataset by URL recorded: tenant=%s id=%s url=%s", caller, stored[0]["id"],
+             data_url.url)
+    return stored
 
 
 def _dataset_answer(response: Response, description: dict, created: bool) -> dict:

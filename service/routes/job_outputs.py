@@ -124,6 +124,10 @@ def draw_plot(stores: Stores, model_cache: ModelCache, job_id: str, record: dict
     job_input = stores.jobs.load_input(job_id)
     if result is None or job_input is None:
         raise ProblemError(404, f"job {job_id} has no plot: its result or input has expired")
+    if job_input.get("dataset_id") and stores.datasets.referenced_shape(
+            job_input["dataset_id"], record.get("owner", "")):
+        raise ProblemError(404, f"job {job_id} has no plot: its dataset is read by URL, and the "
+                                "API never reads such data (plots are drawn by the API)")
     data = stores.job_data(job_input, spec.input_kind)
     if data is None:
         raise ProblemError(404, f"job {job_id} has no plot: it is drawn from the job's dataset "
