@@ -303,15 +303,18 @@ def _csv_names(store: S3BlobStore, source: dict[str, Any]) -> tuple[bool, list[s
                                           min(_HEAD * 16, source["object_bytes"]))) as stream:
         head = stream.read().decode("utf-8", errors="replace").removeprefix("\ufeff")
     first = next(csv.reader(io.StringIO(head.split("\n", 1)[0])), [])
-    if first and not any(_is_number(field) for field in first):
+    if first and is_header(first):
         return True, [field.strip() for field in first]
     return False, [f"f{index}" for index in range(len(first))]
 
 
-def _is_number(field: str) -> bool:
-    try:
-        float(field)
-    except ValueError:
+def is_header(fields: list[str]) -> bool:
+    """A CSV's first row is a header when none of its fields is a number (uploads and URLs)."""
+    for field in fields:
+        try:
+            float(field)
+        except ValueError:
+            continue
         return False
     return True
 

@@ -18,6 +18,7 @@ from algorithms.hmm import as_symbol_sequences
 from algorithms.inputs import as_float_matrix, check_clustering_input
 from algorithms.params.common import AUTO, AlgorithmParams
 from algorithms.registry import AlgorithmSpec
+from core.dataset_urls import is_header
 from service.problems import ProblemError, field_error
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what a worker stores labels as
@@ -166,14 +167,6 @@ def _by_shape(spec: AlgorithmSpec, params: AlgorithmParams, data: Any, dataset_i
 # -- dataset uploads ------------------------------------------------------------------------------
 
 
-def _is_number(field: str) -> bool:
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
-
-
 def parse_csv(text: str) -> np.ndarray:
     """Rows of numbers; a first row with no number in it is a header and is skipped. A row
     that mixes numbers and text is refused, never dropped: it may be data with a bad field."""
@@ -184,7 +177,7 @@ def parse_csv(text: str) -> np.ndarray:
     except csv.Error as exc:  # an unterminated quote, a field over csv.field_size_limit(), ...
         raise field_error(422, "body", f"CSV could not be read ({exc}); send one number per "
                                        "field, comma-separated") from None
-    if rows and not any(_is_number(c) for c in rows[0]):
+    if rows and is_header(rows[0]):
         rows = rows[1:]  # a header line
     try:
         values = [[float(c) for c in row] for row in rows]
