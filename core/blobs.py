@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
+from core.deadlines import DeadlineExceededError, current, time_left
 from core.settings import Settings
 
 Chunks = bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview]
@@ -30,6 +31,13 @@ class BlobUnavailableError(Exception):
 
 class BlobStoreFullError(BlobUnavailableError):
     """The store has no room for a write (a full disk under the local directory)."""
+
+
+class BlobDeadlineError(DeadlineExceededError, BlobUnavailableError):
+    """The request's deadline (:mod:`core.deadlines`) passed before the store answered."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds, "the blob store")
 
 
 class BlobStore(Protocol):
@@ -164,6 +172,32 @@ class S3BlobStore:
                         retries={"max_attempts": attempts, "mode": "standard"},
                         s3={"addressing_style": "path"})
         self.client = boto3.client("s3", endpoint_url=endpoint or None, config=config)
+        self.timeout_seconds = timeout_seconds
+        self.client.meta.events.register("before-send.s3", self._within_deadline)
+        self.client.meta.events.register_first("needs-retry.s3", self._retry_within_deadline)
+
+    def _within_deadline(self, request, **_) -> None:
+        """Each HTTP request (botocore's retries too) reads for at most what is left of the API
+        request's deadline; with none left it is not sent. Its body goes without waiting for
+        ``100 Continue``: that wait (up to 1 s) would come on top of the read timeout."""
+        context = getattr(request, "context", None)
+        if current() is not None and context is not None:
+            context["read_timeout"] = time_left(self.timeout_seconds, BlobDeadlineError)
+            if "Expect" in request.headers:
+                del request.headers["Expect"]
+
+    # botocore's standard mode waits up to this long before its one retry (max_attempts=2).
+    RETRY_BACKOFF_SECONDS = 1.0
+
+    def _retry_within_deadline(self, response=None, caught_exception=None, **_) -> None:
+        """A failed call is not retried when the request's deadline would pass during
+        botocore's wait before the retry: the caller gets its 503 now."""
+        failed = caught_exception is not None or (
+            response is not None and response[0].status_code >= 500)
+        if failed and current() is not None:
+            time_left(None, BlobDeadlineError)
+            if current().left() <= self.RETRY_BACKOFF_SECONDS:  # type: ignore[union-attr]
+                raise BlobDeadlineError(current().seconds)  # type: ignore[union-attr]
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -191,7 +225,12 @@ class S3BlobStore:
                 self.client.put_object(Bucket=self.bucket, Key=self._key(key),
                                        Body=b"".join(chunks))
             else:  # S3 makes the object visible only once every part is in
-                self.client.upload_fileobj(_ChunkStream(chunks), self.bucket, self._key(key))
+                from boto3.s3.transfer import TransferConfig
+
+                # Under a request's deadline the parts go from this thread, which holds it.
+                transfer = TransferConfig(use_threads=current() is None)
+                self.client.upload_fileobj(_ChunkStream(chunks), self.bucket, self._key(key),
+                                           Config=transfer)
         return size
 
     def open(self, key: str) -> BinaryIO | None:
@@ -320,12 +359,14 @@ class _TranslatedStream(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
+        time_left(None, BlobDeadlineError)
         with _translated():
             data = self._body.read(len(buffer))
         buffer[:len(data)] = data
         return len(data)
 
     def readall(self) -> bytes:
+        time_left(None, BlobDeadlineError)
         with _translated():
             return self._body.read()
 

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     redis_timeout_seconds: float = Field(
         5.0, gt=0, description="Redis connect and socket timeout of the API."
     )
+    request_deadline_seconds: float = Field(
+        5.0, gt=0, description="One deadline for all of an API request's calls to Redis and the "
+                               "blob store, from the first; past it the request is a 503.")
     retry_after_seconds: int = Field(
         5, ge=1, description="Retry-After of 429 and 503 answers."
     )

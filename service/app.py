@@ -16,6 +16,7 @@ from redis.retry import Retry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from algorithms.registry import REGISTRY
+from core.deadlines import bound_redis, request_deadline
 from core.settings import Settings, get_settings
 from core.stores import Stores
 from core.version import service_version
@@ -98,6 +99,21 @@ class BodyLimitMiddleware:
         return await self.app(scope, limited_receive, send)
 
 
+class DeadlineMiddleware:
+    """Each request runs under one deadline for all of its calls to Redis and the blob store
+    (:mod:`core.deadlines`), started by the first of them."""
+
+    def __init__(self, app, seconds: float):
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        with request_deadline(self.seconds):
+            return await self.app(scope, receive, send)
+
+
 class MetricsMiddleware:
     def __init__(self, app, metrics: Metrics):
         self.app = app
@@ -141,12 +157,12 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         generate_unique_id_function=operation_id,
     )
     app.state.settings = settings
-    app.state.redis = redis or Redis.from_url(
+    app.state.redis = bound_redis(redis or Redis.from_url(
         settings.redis_url, health_check_interval=30,
         socket_connect_timeout=settings.redis_timeout_seconds,
         socket_timeout=settings.redis_timeout_seconds,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-    )
+    ))
     app.state.api_keys = hashed_keys(settings.api_keys)
     if not app.state.api_keys:
         log.warning("MMC_API_KEYS is empty: the API is OPEN (no authentication, one shared "
@@ -180,6 +196,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     app.add_middleware(AdmissionLimitMiddleware, max_requests=settings.max_concurrent_requests,
                        max_body_bytes=settings.max_body_bytes_in_flight,
                        retry_after=settings.retry_after_seconds)
+    app.add_middleware(DeadlineMiddleware, seconds=settings.request_deadline_seconds)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
                        read_timeout=settings.body_read_timeout_seconds)

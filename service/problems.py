@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.blobs import BlobStoreFullError, BlobUnavailableError
+from core.deadlines import DeadlineExceededError
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -132,6 +133,15 @@ def install_problem_handlers(app: FastAPI) -> None:
         log.warning("Redis unavailable on %s: %s: %s", request.url.path, type(exc).__name__, exc)
         retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
+                                headers={"Retry-After": retry_after})
+
+    # A call cut short by the request's deadline (core.deadlines): its class comes before
+    # RedisError and BlobUnavailableError in the MRO of both of its kinds.
+    @app.exception_handler(DeadlineExceededError)
+    async def _deadline(request: Request, exc: DeadlineExceededError):
+        log.warning("deadline passed on %s: %s", request.url.path, exc)
+        retry_after = str(request.app.state.settings.retry_after_seconds)
+        return problem_response(request, 503, f"{exc}; retry later",
                                 headers={"Retry-After": retry_after})
 
     @app.exception_handler(BlobUnavailableError)

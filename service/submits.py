@@ -16,6 +16,7 @@ from typing import Any
 
 from anyio import CapacityLimiter, to_thread
 
+from core import deadlines
 from service.jobs import JobService
 
 MAX_BATCH = 64  # bounds one batch's time in its thread (a millisecond or so per job)
@@ -24,19 +25,33 @@ MAX_BATCH = 64  # bounds one batch's time in its thread (a millisecond or so per
 class SubmitBatcher:
     def __init__(self, jobs: JobService):
         self.jobs = jobs
-        self._waiting: list[tuple[tuple[Any, str, str | None], asyncio.Future]] = []
+        self._waiting: list[tuple[tuple[Any, str, str | None], asyncio.Future,
+                                  deadlines.Deadline | None]] = []
         self._drain: asyncio.Task | None = None
         self._limiter: CapacityLimiter | None = None
 
     async def create(self, request: Any, owner: str, idempotency_key: str | None
                      ) -> tuple[dict[str, Any], bool]:
-        """:meth:`JobService.create`, stored in the next batch."""
+        """:meth:`JobService.create`, stored in the next batch. The request's deadline starts
+        now: its wait for the batch before its own counts, and it answers 503 when the deadline
+        passes first (the batch may still store the job: a retry with the same
+        Idempotency-Key finds it)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._waiting.append(((request, owner, idempotency_key), future))
+        deadline = deadlines.current()
+        if deadline is not None:
+            deadline.start()
+        self._waiting.append(((request, owner, idempotency_key), future, deadline))
         if self._drain is None or self._drain.done():
             self._drain = loop.create_task(self._store_batches())
-        result = await future
+        if deadline is None:
+            result = await future
+        else:
+            try:
+                result = await asyncio.wait_for(future, max(deadline.left(), 0.0))
+            except TimeoutError:
+                raise deadlines.DeadlineExceededError(
+                    deadline.seconds, "storing the job (Redis and the blob store)") from None
         if isinstance(result, BaseException):
             raise result
         return result
@@ -46,15 +61,26 @@ class SubmitBatcher:
             self._limiter = CapacityLimiter(1)
         while self._waiting:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+            # The batch's calls may take until the last of its requests' deadlines.
+            deadlines.use(_latest([deadline for _, _, deadline in batch]))
             try:
                 results = await to_thread.run_sync(
-                    self.jobs.create_many, [item for item, _ in batch], limiter=self._limiter)
+                    self.jobs.create_many, [item for item, _, _ in batch], limiter=self._limiter)
             except Exception as exc:  # each waiting request answers with it
                 results = [exc] * len(batch)
             except BaseException:  # shutting down: the waiting requests end with the loop
-                for _, future in [*batch, *self._waiting]:
+                for _, future, _ in [*batch, *self._waiting]:
                     future.cancel()
                 raise
-            for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():  # a request whose client left is cancelled already
+            for (_, future, _), result in zip(batch, results, strict=True):
+                if not future.done():  # a request whose client left (or deadline passed)
                     future.set_result(result)
+
+
+def _latest(batch: list[deadlines.Deadline | None]) -> deadlines.Deadline | None:
+    started = [deadline for deadline in batch if deadline is not None]
+    if not started:
+        return None
+    latest = deadlines.Deadline(started[0].seconds)
+    latest.expires_at = max(deadline.expires_at for deadline in started)  # type: ignore[type-var]
+    return latest
