@@ -26,6 +26,7 @@ from algorithms.registry import get_spec, import_estimators
 from algorithms.selection.candidates import compiled_kmeans
 from algorithms.selection.n_clusters import compiled_transfer
 from algorithms.threads import limit_process_threads, share_of_cpus
+from core.blobs import blob_store
 from core.jobs import lost_job, record_id
 from core.lifetime import die_with_parent
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
@@ -187,6 +188,10 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
         job_monitoring_interval=5,
         work_horse_killed_handler=horse_killed,
     )
+    # The blob store (and, for S3, boto3 and its client) is made here, before the sweeper's
+    # thread could make it: a work horse forked while that thread imported boto3 would inherit
+    # the import's lock held and wait on it forever.
+    blob_store(settings)
     sweeper = Sweeper(redis_url or settings.redis_url, settings)
     if not burst:
         sweeper.start()
