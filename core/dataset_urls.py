@@ -81,7 +81,7 @@ def parse_data_url(url: str) -> DataURL:
     return DataURL(bucket, key)
 
 
-def allowed_prefixes(setting: str) -> list[DataURL | tuple[str, str]]:
+def allowed_prefixes(setting: str) -> list[tuple[str, str]]:
     """``MMC_DATA_URL_ALLOW``: comma-separated ``s3://bucket`` or ``s3://bucket/prefix``; a
     prefix covers the keys below it as a directory (``s3://data/team-a`` allows
     ``s3://data/team-a/x.npy``, not ``s3://data/team-ab/x.npy``)."""

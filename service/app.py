@@ -16,6 +16,7 @@ from redis.retry import Retry
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from algorithms.registry import REGISTRY
+from core.dataset_urls import allowed_prefixes
 from core.deadlines import bound_redis, request_deadline
 from core.settings import Settings, get_settings
 from core.stores import Stores
@@ -145,6 +146,7 @@ def operation_id(route: APIRoute) -> str:
 
 def create_app(settings: Settings | None = None, redis: Redis | None = None) -> FastAPI:
     settings = settings or get_settings()
+    allowed_prefixes(settings.data_url_allow)  # a malformed allow-list stops the start here
     app = FastAPI(
         title="mmc-service",
         version=service_version(),
