@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-from core.deadlines import DeadlineExceededError, current, time_left
+from core.deadlines import DeadlineExceededError, current, time_left, waiting
 from core.settings import Settings
 
 Chunks = bytes | bytearray | memoryview | Iterable[bytes | bytearray | memoryview]
@@ -315,7 +315,8 @@ def _translated() -> Iterator[None]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        yield
+        with waiting():  # against the API request's deadline, if there is one
+            yield
     except ClientError as exc:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
         if status >= 500 or status in (429, 503):

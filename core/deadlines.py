@@ -1,11 +1,13 @@
 """One deadline per API request for all of its calls to Redis and the blob store.
 
-The first call a request makes starts its clock; every later call waits at most for what is left
-of ``MMC_REQUEST_DEADLINE_SECONDS`` (and never longer than its own timeout), and once nothing is
-left a call fails at once with :class:`DeadlineExceededError` instead of starting. A frozen Redis or
-store thus costs a request one deadline, not one timeout per call and retry. Work that happens
-before the first call (reading and parsing the body) is not counted. Outside a request (workers,
-the sweeper) no deadline is set and each call keeps its own timeout. See docs/storage.md.
+A request may spend ``MMC_REQUEST_DEADLINE_SECONDS`` waiting on Redis and the store, summed over
+all of its calls and their retries: each call waits at most for what is left (and never longer
+than its own timeout), and once nothing is left a call fails at once with
+:class:`DeadlineExceededError` instead of starting. A frozen Redis or store thus costs a request
+one deadline, not one timeout per call and retry. The request's own work between its calls
+(reading and parsing the body, validating, drawing a plot) is not counted, so a loaded machine
+does not turn slow work into 503s. Outside a request (workers, the sweeper) no deadline is set and
+each call keeps its own timeout. See docs/storage.md.
 """
 
 from __future__ import annotations
@@ -35,24 +37,35 @@ class RedisDeadlineError(DeadlineExceededError, RedisError):
 
 
 class Deadline:
-    """``seconds`` from the first call that asks how much time is left."""
+    """``seconds`` of waiting, spent by the calls that run inside :meth:`waiting`."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self.expires_at: float | None = None
-
-    def start(self) -> Deadline:
-        if self.expires_at is None:
-            self.expires_at = time.monotonic() + self.seconds
-        return self
+        self.spent = 0.0
+        # A call made inside another (redis-py's health check, a retry) counts once: the
+        # outermost call's wait, counted as it goes.
+        self._depth = 0
+        self._since = 0.0
 
     def left(self) -> float:
-        self.start()
-        return self.expires_at - time.monotonic()  # type: ignore[operator]
+        waiting_now = time.monotonic() - self._since if self._depth else 0.0
+        return self.seconds - self.spent - waiting_now
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        if not self._depth:
+            self._since = time.monotonic()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth:
+                self.spent += time.monotonic() - self._since
 
 
 # A mutable object in the context: threads that run a request's code (Starlette's thread pool
-# copies the context) share the request's one clock.
+# copies the context) share the request's one budget.
 _current: ContextVar[Deadline | None] = ContextVar("mmc_request_deadline", default=None)
 
 
@@ -60,9 +73,15 @@ def current() -> Deadline | None:
     return _current.get()
 
 
+def waiting() -> contextlib.AbstractContextManager:
+    """Count the block as waiting on Redis or the store against the current deadline."""
+    deadline = _current.get()
+    return contextlib.nullcontext() if deadline is None else deadline.waiting()
+
+
 @contextlib.contextmanager
 def request_deadline(seconds: float) -> Iterator[Deadline]:
-    """Run the block under a new deadline of ``seconds`` (started by its first call)."""
+    """Run the block under a new deadline of ``seconds``."""
     token = _current.set(Deadline(seconds))
     try:
         yield _current.get()  # type: ignore[misc]
@@ -72,7 +91,7 @@ def request_deadline(seconds: float) -> Iterator[Deadline]:
 
 def use(deadline: Deadline | None) -> None:
     """Make ``deadline`` the current one in this context (a batch stored for several
-    requests, a long poll's read after its wait)."""
+    requests)."""
     _current.set(deadline)
 
 
@@ -96,7 +115,8 @@ class DeadlineConnection:
         configured = self.socket_connect_timeout
         self.socket_connect_timeout = time_left(configured, RedisDeadlineError)
         try:
-            return super()._connect()
+            with waiting():
+                return super()._connect()
         finally:
             self.socket_connect_timeout = configured
 
@@ -113,7 +133,8 @@ class DeadlineConnection:
         before = self._sock.gettimeout()
         self._sock.settimeout(left)
         try:
-            yield
+            with waiting():
+                yield
         finally:
             if self._sock is not None:  # None once an error disconnected it
                 self._sock.settimeout(before)

@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     )
     request_deadline_seconds: float = Field(
         5.0, gt=0, description="One deadline for all of an API request's calls to Redis and the "
-                               "blob store, from the first; past it the request is a 503.")
+                               "blob store: the time it may wait on them in all; past it the "
+                               "request is a 503.")
     retry_after_seconds: int = Field(
         5, ge=1, description="Retry-After of 429 and 503 answers."
     )

@@ -19,7 +19,6 @@ import redis.asyncio as aioredis
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from core import deadlines
 from core.keys import Keys
 from core.stores import FINAL_STATUSES
 
@@ -76,9 +75,5 @@ async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], s
 
 
 async def read_job(request: Request, job_id: str, caller: str) -> dict[str, Any]:
-    """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread).
-    Each read has a deadline of its own: a long poll's wait between two reads is not a call."""
-    current = deadlines.current()
-    if current is not None and current.expires_at is not None:
-        deadlines.use(deadlines.Deadline(current.seconds))
+    """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread)."""
     return await run_in_threadpool(request.app.state.job_service.get, job_id, caller)

@@ -32,15 +32,13 @@ class SubmitBatcher:
 
     async def create(self, request: Any, owner: str, idempotency_key: str | None
                      ) -> tuple[dict[str, Any], bool]:
-        """:meth:`JobService.create`, stored in the next batch. The request's deadline starts
-        now: its wait for the batch before its own counts, and it answers 503 when the deadline
-        passes first (the batch may still store the job: a retry with the same
-        Idempotency-Key finds it)."""
+        """:meth:`JobService.create`, stored in the next batch. Waiting for it (and for the
+        batch before it) is waiting on Redis and the store: it counts against the request's
+        deadline, which answers 503 when it passes first (the batch may still store the job: a
+        retry with the same Idempotency-Key finds it)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         deadline = deadlines.current()
-        if deadline is not None:
-            deadline.start()
         self._waiting.append(((request, owner, idempotency_key), future, deadline))
         if self._drain is None or self._drain.done():
             self._drain = loop.create_task(self._store_batches())
@@ -48,7 +46,8 @@ class SubmitBatcher:
             result = await future
         else:
             try:
-                result = await asyncio.wait_for(future, max(deadline.left(), 0.0))
+                with deadline.waiting():
+                    result = await asyncio.wait_for(future, max(deadline.left(), 0.0))
             except TimeoutError:
                 raise deadlines.DeadlineExceededError(
                     deadline.seconds, "storing the job (Redis and the blob store)") from None
@@ -61,7 +60,7 @@ class SubmitBatcher:
             self._limiter = CapacityLimiter(1)
         while self._waiting:
             batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
-            # The batch's calls may take until the last of its requests' deadlines.
+            # The batch's calls may wait as long as the most patient of its requests.
             deadlines.use(_latest([deadline for _, _, deadline in batch]))
             try:
                 results = await to_thread.run_sync(
@@ -78,9 +77,6 @@ class SubmitBatcher:
 
 
 def _latest(batch: list[deadlines.Deadline | None]) -> deadlines.Deadline | None:
-    started = [deadline for deadline in batch if deadline is not None]
-    if not started:
-        return None
-    latest = deadlines.Deadline(started[0].seconds)
-    latest.expires_at = max(deadline.expires_at for deadline in started)  # type: ignore[type-var]
-    return latest
+    """The most time left among the batch's requests, as the batch's own deadline."""
+    given = [deadline for deadline in batch if deadline is not None]
+    return deadlines.Deadline(max(deadline.left() for deadline in given)) if given else None

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 
 from algorithms.registry import algorithm_names
-from core import deadlines
 from core.records import render_job
 from core.stores import JOB_STATUSES
 from service.deps import (
@@ -132,8 +131,6 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         small = len(payload) <= SMALL_BODY_BYTES
         body = await parse_body(payload, job_request, (("data", "X"),))
         del payload
-        if (deadline := deadlines.current()) is not None:
-            deadline.start()  # a wait for a submit thread counts against it
         if small and body.data.dataset_id is None:  # stored with the others arriving now
             record, replayed = await submits.create(body, caller, idempotency_key)
         else:
