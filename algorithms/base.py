@@ -21,7 +21,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,7 +55,6 @@ from algorithms.params.common import (  # noqa: F401
     PositiveFloat,
     RandomStateParam,
     Renames,
-    SampleSolver,
     format_validation_error,
     is_unset,
     reciprocal,
@@ -125,8 +124,16 @@ class MMCEstimatorMixin:
 
     params_model: ClassVar[type[AlgorithmParams]]
 
-    def _validate_params(self) -> AlgorithmParams:
-        """Check ``get_params()`` against the params model; ``ValueError`` names the field."""
+    # The parameters of the fit, as the params model validated them (renamed names and values
+    # translated): a fit and the methods of the fitted estimator read them here, never from
+    # ``self.<name>``, so that a deprecated spelling is translated in one place.
+    _params: AlgorithmParams
+
+    def _validated_params(self) -> AlgorithmParams:
+        """``get_params()`` checked by the params model; a ``ValueError`` names the field.
+
+        (Not scikit-learn's ``BaseEstimator._validate_params``, which checks
+        ``_parameter_constraints``: the params model takes that role here.)"""
         params = dict(self.get_params(deep=False))  # type: ignore[attr-defined]
         # random_state may be a RandomState instance in library use; validate it the sklearn way.
         if "random_state" in params:
@@ -137,14 +144,12 @@ class MMCEstimatorMixin:
             validated = self.params_model.model_validate(params)
         except ValidationError as error:
             raise ValueError(format_validation_error(error)) from None
-        # The fit reads its parameters from here: renamed names and values already translated.
-        self._fit_params = validated
         return validated
 
     @property
     def _beta(self) -> float:
         """The thesis's ``beta = 1 / C`` (Xu 2007, (2.47)), of the parameters being fitted."""
-        return 1.0 / self._fit_params.C
+        return 1.0 / self._params.C
 
     # Fitted attributes reported with a job's result when present (the result's algorithm extras).
     _result_attributes: ClassVar[tuple[str, ...]] = (
@@ -174,16 +179,15 @@ class MMCEstimatorMixin:
         strengths in ``n_clusters_strengths_``, ``n_clusters_clear_`` whether one reached the
         threshold)."""
         self._forget_n_clusters_choice()
-        n_clusters = self._fit_params.n_clusters
+        n_clusters = self._params.n_clusters
         if n_clusters != AUTO:
             check_clustering_input(X, n_clusters)
             self.n_clusters_ = int(n_clusters)
             return self.n_clusters_
         check_clustering_input(X, 2)
         report(progress, 0, None, f"choosing the number of clusters (2 to "
-                                  f"{self._fit_params.max_clusters})")
-        choice = choose_n_clusters(X, self._fit_params.max_clusters,
-                                   getattr(self, "random_state", None))
+                                  f"{self._params.max_clusters})")
+        choice = choose_n_clusters(X, self._params.max_clusters, self._params.random_state)
         check_clustering_input(X, choice.n_clusters)
         self.n_clusters_ = choice.n_clusters
         self.n_clusters_strengths_ = choice.strengths
@@ -204,7 +208,7 @@ class MMCEstimatorMixin:
     def _portfolio_applies(self, X, partial_labels: bool = False) -> bool:
         """Whether the portfolio takes part in this fit: off for ``portfolio=False``, with
         partial labels, and on sparse data (whose candidates would need a dense copy)."""
-        return bool(self._fit_params.portfolio) and not partial_labels and not sp.issparse(X)
+        return bool(self._params.portfolio) and not partial_labels and not sp.issparse(X)
 
     def _portfolio_start(self, X, rng, progress: ProgressCallback | None, step: int,
                          role: str) -> np.ndarray | None:
@@ -253,7 +257,7 @@ class MMCEstimatorMixin:
         extra = {name: own} if own.min() >= 0 else {}
         report(progress, step, getattr(self, "objective_", None),
                "scoring the partition against the candidates of other families")
-        rng = check_random_state(getattr(self, "random_state", None))
+        rng = check_random_state(getattr(self._params, "random_state", None))
         k = self.n_clusters_ if n_clusters is None else n_clusters
         if portfolio is None or portfolio.source is not X or portfolio.n_clusters != k:
             portfolio = Portfolio(X, k, rng)
@@ -382,8 +386,10 @@ class MMCEstimatorMixin:
             raise ValueError(f"model is a {meta.get('estimator')}, not a {cls.__name__}")
         with warnings.catch_warnings():  # a model stored before a rename loads as it was fitted
             warnings.simplefilter("ignore", DeprecationWarning)
-            params = cls.params_model.model_validate(dict(meta["params"])).model_dump()
+            validated = cls.params_model.model_validate(dict(meta["params"]))
+        params = validated.model_dump()
         estimator = cls(**params)
+        estimator._params = validated
         estimator.n_features_in_ = int(meta.get("n_features_in", 0))
         # Models stored before n_clusters="auto" hold the number in their parameters.
         fitted_k = meta.get("state", {}).get("n_clusters_", params.get("n_clusters"))
@@ -437,12 +443,12 @@ def _stratified_rows(labels: np.ndarray, size: int, rng: np.random.RandomState) 
 SAMPLE_CELLS = 64
 
 
-def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int | None,
-               rng: np.random.RandomState, keep: np.ndarray | None = None,
+def fit_sample(n_samples: int, exact_max_n: int | None, rng: np.random.RandomState,
+               keep: np.ndarray | None = None,
                X: np.ndarray | None = None) -> np.ndarray | None:
     """Sorted indices of the random sample of ``exact_max_n`` points that a large-n fit clusters,
-    or None when every point is clustered (``solver="exact"``, ``exact_max_n=None``, or
-    ``"auto"`` with at most ``exact_max_n`` points).
+    or None when every point is clustered (``exact_max_n=None``, or at most ``exact_max_n``
+    points).
 
     The rows ``keep`` (partially labelled points) are always in the sample. The rest is drawn
     from the other rows: uniformly, or, given their coordinates ``X``, stratified. Then the rows
@@ -452,7 +458,7 @@ def fit_sample(n_samples: int, solver: SampleSolver, exact_max_n: int | None,
     stratified one's by a few, which matters to methods that split their sample evenly (GMMC's
     (10)).
     """
-    if solver == "exact" or exact_max_n is None or n_samples <= exact_max_n:
+    if exact_max_n is None or n_samples <= exact_max_n:
         return None
     keep = np.zeros(0, dtype=np.int64) if keep is None else np.asarray(keep, dtype=np.int64)
     if keep.size > exact_max_n:
@@ -632,10 +638,23 @@ def check_solver_status(status: str | None, *, solver: str, what: str) -> list[s
     raise SDPSolverError(f"{solver} failed on {what}: status {status!r}")
 
 
-def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
+# The conic solvers by their names in the parameters, and cvxpy's name of each (which messages
+# show): the one place the two spellings meet.
+ConicSolver = Literal["scs", "clarabel"]
+CVXPY_SOLVER_NAMES: dict[str, str] = {"scs": "SCS", "clarabel": "CLARABEL"}
+
+
+def cvxpy_solver_name(solver: str) -> str:
+    """cvxpy's name of a conic solver named as in the parameters (``"scs"`` -> ``"SCS"``); any
+    other name is taken as cvxpy's own, which cvxpy refuses if it has no such solver."""
+    return CVXPY_SOLVER_NAMES.get(solver, solver)
+
+
+def solve_conic(problem, solver: ConicSolver, tol: float, max_iter: int, what: str
                 ) -> tuple[list[str], int]:
-    """Solve a cvxpy problem with SCS or Clarabel at ``tol`` and ``max_iter``; its status becomes
-    warnings or an :class:`SDPSolverError` (:func:`check_solver_status`).
+    """Solve a cvxpy problem with SCS or Clarabel (``"scs"``, ``"clarabel"``) at ``tol`` and
+    ``max_iter``; its status becomes warnings or an :class:`SDPSolverError`
+    (:func:`check_solver_status`).
 
     Returns ``(warnings, solver iterations)``.
     """
@@ -643,18 +662,19 @@ def solve_conic(problem, solver: str, tol: float, max_iter: int, what: str
 
     import cvxpy as cp
 
+    name = cvxpy_solver_name(solver)
     options: dict[str, Any]
-    if solver == "SCS":
+    if name == "SCS":
         options = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
     else:
         options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
     try:
         with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
             warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver, **options)
+            problem.solve(solver=name, **options)
     except cp.error.SolverError as exc:
-        raise SDPSolverError(f"{solver} failed on {what}: {exc}") from None
-    notes = check_solver_status(problem.status, solver=solver, what=what)
+        raise SDPSolverError(f"{name} failed on {what}: {exc}") from None
+    notes = check_solver_status(problem.status, solver=name, what=what)
     return notes, int(problem.solver_stats.num_iters or 0)
 
 

@@ -78,7 +78,9 @@ from algorithms.inputs import (
 from algorithms.kernels import NystromMap, distinct_rows, resolve_gamma
 from algorithms.params.common import (
     DEPRECATED,
+    LOCAL_SCALING,
 )
+from algorithms.params.cpm3c import WIDE_LOCAL_SCALING
 from algorithms.params.cpm3c import (
     CPM3CParams as CPM3CParams,
 )
@@ -88,12 +90,12 @@ from algorithms.selection.candidates import (
     spectral_partition,
 )
 
-# gamma="auto": the shared local width sigma (kernels.local_scaling_gamma) times this. CPM3C's
-# classifier is a norm-regularized linear one on Nystrom coordinates; at sigma itself the kernel
-# between points of one cluster a few neighbours apart is ~0, so many labelings have nearly the
-# same margin and the descent drifts from a correct start. A wider kernel keeps a cluster's
-# points correlated at the cost of blurring close clusters.
-AUTO_WIDTH_MULTIPLE = 2.0
+# gamma="wide_local_scaling": the shared local width sigma (kernels.local_scaling_gamma) times
+# this. CPM3C's classifier is a norm-regularized linear one on Nystrom coordinates; at sigma itself
+# the kernel between points of one cluster a few neighbours apart is ~0, so many labelings have
+# nearly the same margin and the descent drifts from a correct start. A wider kernel keeps a
+# cluster's points correlated at the cost of blurring close clusters.
+WIDE_LOCAL_SCALING_MULTIPLE = 2.0
 # The paper's setting: linear kernel (the bounding-box width where "rbf" is asked for) and k-means
 # starts; reproductions of the paper's tables run with it.
 PAPER_SETTING = {"kernel": "linear", "gamma": "paper", "init": "k-means", "supervised_start": False,
@@ -900,6 +902,16 @@ class PrincipalComponents:
         return (Z - self.mean[None, :]) @ self.components.T
 
 
+def _gamma(X, params: CPM3CParams, rng: np.random.RandomState) -> float:
+    """The RBF width of ``params.gamma`` on ``X``: the shared rules of
+    :func:`algorithms.kernels.resolve_gamma`, and ``"wide_local_scaling"``, the local-scaling
+    ``sigma`` times ``WIDE_LOCAL_SCALING_MULTIPLE``."""
+    wide = params.gamma == WIDE_LOCAL_SCALING
+    gamma = resolve_gamma(X, LOCAL_SCALING if wide else params.gamma, params.width_factor,
+                          width_reference=params.width_reference, random_state=rng)
+    return gamma / WIDE_LOCAL_SCALING_MULTIPLE**2 if wide else gamma
+
+
 class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Cutting-plane multiclass maximum margin clustering (CPM3C).
 
@@ -917,9 +929,14 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         "rbf" runs the linear algorithm on ``n_landmarks`` Nystrom coordinates of
         ``exp(-gamma ||x - x'||^2)``, the paper's route to nonlinear kernels (section 2.1);
         "linear" is the setting of the paper's experiments.
-    gamma : float or {"auto", "paper", "scale"}, default="auto"
-        RBF width. "auto": the local width of :func:`algorithms.kernels.local_scaling_gamma`
-        with ``sigma`` times ``AUTO_WIDTH_MULTIPLE``; "paper": ``1 / (width_factor * D)^2``.
+    gamma : float or {"wide_local_scaling", "local_scaling", "paper", "scale"}, \
+default="wide_local_scaling"
+        RBF width. "wide_local_scaling": the local width of
+        :func:`algorithms.kernels.local_scaling_gamma` with ``sigma`` times
+        ``WIDE_LOCAL_SCALING_MULTIPLE`` (2); "local_scaling": that width itself; "paper":
+        ``1 / (width_factor * D)^2``; "scale": scikit-learn's ``1 / (n_features * X.var())``.
+
+        .. versionchanged:: 0.2 ``"wide_local_scaling"`` replaces ``"auto"``.
     width_factor : float, default=1.0
         Multiplier of ``D`` for ``gamma="paper"``, in (0, 100]. The paper's grid (section 4.2)
         is 0.1 to 1 with ``width_reference="max_distance"``.
@@ -944,12 +961,17 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     score_balance : float, default=0.03
         ``l / n`` in (16), >= 0: the largest difference between two clusters' mean scores.
         0 forces equal mean scores; too loose a balance lets one cluster take every point.
-    epsilon : float, default=0.01
-        Cutting-plane precision; the paper finds 0.01 enough (Fig. 2).
+    cutting_plane_tol : float, default=0.01
+        Cutting-plane precision, the paper's ``epsilon``: the iterations stop when no constraint
+        is violated by more than this; the paper finds 0.01 enough (Fig. 2).
+
+        .. versionchanged:: 0.2 Replaces ``epsilon``.
     cccp_tol : float, default=0.01
         CCCP stops when the objective improves by less than this fraction (the paper's value).
-    max_iter : int, default=200
-        Cutting-plane iterations (constraints added).
+    max_cutting_plane_iter : int, default=200
+        Most cutting-plane iterations (one most violated constraint added each).
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
     max_cccp_iter : int, default=30
         CCCP steps per cutting-plane iteration.
     n_init : int, default=10
@@ -1025,7 +1047,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         *,
         max_clusters: int = 50,
         kernel: str = "rbf",
-        gamma: float | str = "auto",
+        gamma: float | str = "wide_local_scaling",
         width_factor: float = 1.0,
         init: str = "spectral",
         n_landmarks: int = 300,
@@ -1033,9 +1055,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         kpca_components: int | None = None,
         C: float = 100.0,
         score_balance: float = 0.03,
-        epsilon: float = 0.01,
+        cutting_plane_tol: float = 0.01,
         cccp_tol: float = 0.01,
-        max_iter: int = 200,
+        max_cutting_plane_iter: int = 200,
         max_cccp_iter: int = 30,
         n_init: int = 10,
         supervised_start: bool = True,
@@ -1045,6 +1067,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         random_state: int | None = None,
         n_components: int | str = DEPRECATED,
         class_balance: float | str = DEPRECATED,
+        epsilon: float | str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -1057,9 +1081,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.kpca_components = kpca_components
         self.C = C
         self.score_balance = score_balance
-        self.epsilon = epsilon
+        self.cutting_plane_tol = cutting_plane_tol
         self.cccp_tol = cccp_tol
-        self.max_iter = max_iter
+        self.max_cutting_plane_iter = max_cutting_plane_iter
         self.max_cccp_iter = max_cccp_iter
         self.n_init = n_init
         self.supervised_start = supervised_start
@@ -1069,6 +1093,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.n_components = n_components
         self.class_balance = class_balance
+        self.epsilon = epsilon
+        self.max_iter = max_iter
 
     # -- fitting ----------------------------------------------------------------------------------
     def __sklearn_tags__(self):
@@ -1083,8 +1109,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         they are used), then the ``n_restarts`` best distinct partitions of one pool of
         ``n_init`` k-means runs (:func:`algorithms.selection.candidates.kmeans_partitions`)."""
         starts, seen = [], set()
-        kmeans = kmeans_partitions(X, self.n_clusters_, n_init=self.n_init,
-                                   n_partitions=self.n_restarts,
+        kmeans = kmeans_partitions(X, self.n_clusters_, n_init=self._params.n_init,
+                                   n_partitions=self._params.n_restarts,
                                    random_state=rng.randint(2**31 - 1))
         pool = [(origin, labels, None) for origin, labels in first.items()]
         pool += [("a k-means", labels, centres) for labels, centres in kmeans]
@@ -1098,23 +1124,23 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X`` (dense or CSR); ``y`` is ignored."""
-        self._validate_params()
+        self._params = self._validated_params()
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=True, accept_sparse="csr")
         self._resolve_n_clusters(X, progress)
         given = X  # X is normalized and mapped below; copies are copies in the input
         first_rows = cache(lambda: distinct_rows(given)[0])
-        rng = check_random_state(self.random_state)
-        if self.normalize == "l2":
+        rng = check_random_state(self._params.random_state)
+        if self._params.normalize == "l2":
             X = normalize_rows(X)
         # The portfolio's best candidate is the first start, which the cutting planes refine;
         # it takes the spectral start's place (the spectral partition is a candidate).
         first_starts: dict[str, np.ndarray] = {}
-        best_candidate = self._portfolio_start(given, check_random_state(self.random_state),
+        best_candidate = self._portfolio_start(given, check_random_state(self._params.random_state),
                                                progress, 0, "is the first start")
         if best_candidate is not None:
             first_starts["the portfolio's best"] = best_candidate
-        elif self.init == "spectral":
+        elif self._params.init == "spectral":
             report(progress, 0, None, "spectral partition of the kNN graph")
             first_starts["the spectral"] = spectral_partition(
                 X, self.n_clusters_, random_state=rng,
@@ -1124,12 +1150,9 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.kpca_ = None
         shift = None  # subtracted from the coordinates fitted on (float32 ones)
         self.gamma_ = 0.0
-        if self.kernel == "rbf":
-            self.gamma_ = resolve_gamma(X, self.gamma, self.width_factor,
-                                        width_reference=self.width_reference, random_state=rng)
-            if self.gamma == "auto":
-                self.gamma_ /= AUTO_WIDTH_MULTIPLE**2
-            n_landmarks = self._fit_params.n_landmarks
+        if self._params.kernel == "rbf":
+            self.gamma_ = _gamma(X, self._params, rng)
+            n_landmarks = self._params.n_landmarks
             report(progress, 0, None, f"{n_landmarks} Nystrom coordinates of the rbf kernel")
             self.nystrom_, X = NystromMap.fit_transform(
                 X, n_components=n_landmarks, kernel="rbf", gamma=self.gamma_,
@@ -1138,8 +1161,8 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     progress, 0, None, f"Nystrom coordinates of {done:,} of {total:,} points"))
             if X.dtype == np.float32:  # fitted on centred coordinates; the shift folded back
                 shift = centre_in_place(X)
-            if self.kpca_components is not None:
-                self.kpca_ = PrincipalComponents.fit(X, self.kpca_components)
+            if self._params.kpca_components is not None:
+                self.kpca_ = PrincipalComponents.fit(X, self._params.kpca_components)
                 X = self.kpca_.transform(X)
                 if shift is not None:
                     self.kpca_.mean = self.kpca_.mean + shift
@@ -1150,7 +1173,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         result, labels, best_key, eliminated = None, None, None, None
         result_held: _HeldFit | None = None  # the held phase of the run kept, if it emptied any
         fewest_emptied: _HeldFit | None = None  # the held phase that kept the most clusters
-        report(progress, 0, None, f"{self.n_init} k-means runs for starting partitions")
+        report(progress, 0, None, f"{self._params.n_init} k-means runs for starting partitions")
         starts = self._starts(X, first_starts, rng)
         n_runs = len(starts)
         for restart, (origin, start_labels, centroids) in enumerate(starts):
@@ -1225,11 +1248,12 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _solve(self, data: _Data, w0, b0, start_labels, on_iteration) -> CuttingPlaneResult:
         return solve_cpm3c(
-            data, w0, b0, C=self.C, score_balance=self._fit_params.score_balance,
-            epsilon=self.epsilon,
-            cccp_tol=self.cccp_tol, max_iter=self.max_iter, max_cccp_iter=self.max_cccp_iter,
+            data, w0, b0, C=self._params.C, score_balance=self._params.score_balance,
+            epsilon=self._params.cutting_plane_tol,
+            cccp_tol=self._params.cccp_tol, max_iter=self._params.max_cutting_plane_iter,
+            max_cccp_iter=self._params.max_cccp_iter,
             on_iteration=on_iteration,
-            start_labels=start_labels if self.supervised_start else None,
+            start_labels=start_labels if self._params.supervised_start else None,
         )
 
     # -- prediction -------------------------------------------------------------------------------
@@ -1237,7 +1261,7 @@ class CPM3C(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=False, accept_sparse="csr")
-        if self.normalize == "l2":
+        if self._params.normalize == "l2":
             X = normalize_rows(X)
         if self.nystrom_ is not None:
             X = self.nystrom_.transform(X)

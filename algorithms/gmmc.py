@@ -23,11 +23,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
+    ConicSolver,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
     check_solver_status,
+    cvxpy_solver_name,
     fit_sample,
     labels_from_leading_eigenvector,
     psd_factor,
@@ -46,6 +48,7 @@ from algorithms.kernels import (
     normalized_laplacian,
     squared_distances,
 )
+from algorithms.params.common import DEPRECATED, LOCAL_SCALING
 from algorithms.params.gmmc import (
     GMMCParams as GMMCParams,
 )
@@ -332,7 +335,7 @@ EXACT_SPLIT_MAX_GROUPS = 20
 # Labelings scored per block of the enumeration: bounds the memory of the block of m-vectors.
 _LABELINGS_PER_BLOCK = 1 << 16
 # The conic solver of (10) over more whole groups than enumeration reaches (m x m, m > 20).
-GROUP_SDP_SOLVER = "CLARABEL"
+GROUP_SDP_SOLVER = "clarabel"
 
 
 def _group_form(S: np.ndarray, groups: np.ndarray, C_e: float
@@ -428,7 +431,7 @@ def relax_whole_groups(S: np.ndarray, groups: np.ndarray, C_e: float, C_delta: f
 
 
 def solve_gmmc_cvxpy(
-    S: np.ndarray, *, C_e: float = 1e4, C_delta: float = 1e5, solver: str = "SCS",
+    S: np.ndarray, *, C_e: float = 1e4, C_delta: float = 1e5, solver: ConicSolver = "scs",
     eps: float = 1e-7,
 ) -> GMMCSolution:
     """(10) in the scaled dual form for cvxpy: ``X = B Z B^T``, ``B = [e / (n sqrt(C_e)), Q]``.
@@ -458,12 +461,13 @@ def solve_gmmc_cvxpy(
         constraints = [diag_X >= 1]
         objective = cp.trace(C @ Z)
     problem = cp.Problem(cp.Minimize(objective), constraints)
-    kwargs = {"eps": eps, "max_iters": 200_000} if solver == "SCS" else {}
+    name = cvxpy_solver_name(solver)
+    kwargs = {"eps": eps, "max_iters": 200_000} if name == "SCS" else {}
     try:
-        problem.solve(solver=solver, **kwargs)
+        problem.solve(solver=name, **kwargs)
     except cp.error.SolverError as exc:
-        raise SDPSolverError(f"cvxpy/{solver} failed on the GMMC SDP (10): {exc}") from None
-    messages = check_solver_status(problem.status, solver=f"cvxpy/{solver}",
+        raise SDPSolverError(f"cvxpy/{name} failed on the GMMC SDP (10): {exc}") from None
+    messages = check_solver_status(problem.status, solver=f"cvxpy/{name}",
                                    what="the GMMC SDP (10)")
     V = psd_factor(B @ Z.value @ B.T)
     gamma = np.asarray(constraints[0].dual_value, dtype=np.float64).ravel()
@@ -611,15 +615,19 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf"}, default="rbf"
         RBF affinities, the paper's only kernel.
-    gamma : float, "auto" or "paper", default="auto"
-        ``exp(-gamma ||x - x'||^2)``. ``"auto"``: the shared local-scaling width of
+    gamma : float, "local_scaling" or "paper", default="local_scaling"
+        ``exp(-gamma ||x - x'||^2)``. ``"local_scaling"``: the shared local-scaling width of
         :func:`algorithms.kernels.local_scaling_gamma`, which depends on ``X`` alone. ``"paper"``:
-        the paper writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_fraction *
+        the paper writes ``exp(-||x - x'||^2 / (2 sigma^2))`` with ``sigma = width_factor *
         (max - min)`` of the pairwise distances (section 4); on data with a few far points that
         width is an almost linear kernel.
-    width_fraction : float, default=0.2
-        ``sigma`` as a fraction of the distance range for ``gamma="paper"``, in (0, 10]; Shi and
+
+        .. versionchanged:: 0.2 ``"local_scaling"`` replaces ``"auto"``.
+    width_factor : float, default=0.2
+        ``sigma`` as a multiple of the distance range for ``gamma="paper"``, in (0, 10]; Shi and
         Malik's 10-20 % recommendation quoted in the paper's section 2.
+
+        .. versionchanged:: 0.2 Replaces ``width_fraction``.
     degree_regularization : float, default=1.0
         ``tau / mean degree`` of :func:`laplacian_precision`, >= 0 (0: the paper's Laplacian).
     kernel_learning : bool, default=False
@@ -635,17 +643,25 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     rank : int or None, default=None
         Starting rank of the factor ``V`` (default ``min(sqrt(2n) + 1, 4)``), doubled while the
         certificate fails (up to three times).
-    max_iter, kernel_max_iter : int
-        Augmented-Lagrangian iterations per solve; exponentiated-gradient steps for (12).
-    tol : float, default=1e-6
-        Relative duality gap and residual required for an "optimal" solve; worse is reported in
-        ``warnings_`` (and as a ``ConvergenceWarning``).
-    C : float, default=100
-        Regularization of the out-of-sample SVM trained on the found labels.
+    lowrank_max_iter, kernel_max_iter : int, default=50, 30
+        Augmented-Lagrangian iterations per solve of ``solver="lowrank"``;
+        exponentiated-gradient steps for (12).
+
+        .. versionchanged:: 0.2 ``lowrank_max_iter`` replaces ``max_iter``.
+    sdp_tol : float, default=1e-6
+        Relative duality gap and residual required of ``solver="lowrank"`` for an "optimal"
+        solve; worse is reported in ``warnings_`` (and as a ``ConvergenceWarning``).
+
+        .. versionchanged:: 0.2 Replaces ``tol``.
+    C_svm : float, default=100
+        Regularization of the out-of-sample SVM trained on the found labels (the paper's own
+        weights are ``C_e`` and ``C_delta``).
+
+        .. versionchanged:: 0.2 Replaces ``C``.
     spectral_candidate : bool, default=True
         Two clusters without kernel learning: the labels of (10) and the spectral partition of
         the kNN graph are both scored by the soft-margin objective ``omega`` of that SVM
-        (``beta = 1 / C``, :mod:`algorithms.selection.margin`) and the smaller is kept. (10)'s
+        (``beta = 1 / C_svm``, :mod:`algorithms.selection.margin`) and the smaller is kept. (10)'s
         splits are
         even, and its relaxed labels can order the points badly, so on unbalanced data no
         threshold of them may find the smaller cluster. False is the paper's method
@@ -745,8 +761,8 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         *,
         max_clusters: int = 50,
         kernel: str = "rbf",
-        gamma: float | str = "auto",
-        width_fraction: float = 0.2,
+        gamma: float | str = "local_scaling",
+        width_factor: float = 0.2,
         degree_regularization: float = 1.0,
         kernel_learning: bool = False,
         n_widths: int = 10,
@@ -754,21 +770,25 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         C_delta: float = 1e5,
         solver: str = "lowrank",
         rank: int | None = None,
-        max_iter: int = 50,
+        lowrank_max_iter: int = 50,
         kernel_max_iter: int = 30,
-        tol: float = 1e-6,
-        C: float = 100.0,
+        sdp_tol: float = 1e-6,
+        C_svm: float = 100.0,
         spectral_candidate: bool = True,
         exact_max_n: int | None = 800,
         portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
+        width_fraction: float | str = DEPRECATED,
+        C: float | str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
+        tol: float | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
         self.kernel = kernel
         self.gamma = gamma
-        self.width_fraction = width_fraction
+        self.width_factor = width_factor
         self.degree_regularization = degree_regularization
         self.kernel_learning = kernel_learning
         self.n_widths = n_widths
@@ -776,24 +796,28 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.C_delta = C_delta
         self.solver = solver
         self.rank = rank
-        self.max_iter = max_iter
+        self.lowrank_max_iter = lowrank_max_iter
         self.kernel_max_iter = kernel_max_iter
-        self.tol = tol
-        self.C = C
+        self.sdp_tol = sdp_tol
+        self.C_svm = C_svm
         self.spectral_candidate = spectral_candidate
         self.exact_max_n = exact_max_n
         self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
+        self.width_fraction = width_fraction
+        self.C = C
+        self.max_iter = max_iter
+        self.tol = tol
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X`` into two clusters; ``y`` is ignored."""
-        self._validate_params()
+        self._params = self._validated_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         self._resolve_n_clusters(X, progress)
-        sample = fit_sample(X.shape[0], "auto", self.exact_max_n,
-                            check_random_state(self.random_state), X=X)
+        sample = fit_sample(X.shape[0], self._params.exact_max_n,
+                            check_random_state(self._params.random_state), X=X)
         self.n_fit_samples_ = X.shape[0] if sample is None else sample.size
         # Kernels, Laplacians and the solver are O(n^2) products of a few hundred rows: one thread
         # (threads spin-waiting on a busy core cost more than they gain at this size).
@@ -811,7 +835,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         report(progress, 0, None, f"building {self.gammas_.size} Laplacian(s) for {n} points")
         kernels = [np.exp(-g * sq_dist) for g in self.gammas_]
         self.warnings_: list[str] = []
-        self.solver_ = self.solver
+        self.solver_ = self._params.solver
         step = 0
 
         def on_alm(n_iter, dual, residual, gap):
@@ -832,29 +856,31 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.dual_variables_ = solution.gamma
         self.solver_status_ = "inaccurate" if self.warnings_ else solution.status
         report(progress, step + 1, self.objective_, "training the out-of-sample SVM")
-        self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_, self.C)
+        self.classifier_ = _mixture_svm(X, self.labels_, kernels, beta, self.gammas_,
+                                        self._params.C_svm)
         self.n_support_ = int(self.classifier_[0].n_support)
         return step + 1
 
     def _widths(self, X: np.ndarray, sq_dist: np.ndarray) -> np.ndarray:
         """The RBF widths behind the Laplacians: ``n_widths`` fractions of the distance range
         for kernel learning (section 4), else one."""
-        if self.kernel_learning:
-            fractions = np.arange(1, self.n_widths + 1) / self.n_widths
+        if self._params.kernel_learning:
+            fractions = np.arange(1, self._params.n_widths + 1) / self._params.n_widths
             return width_fractions_gammas(sq_dist, fractions)
-        if self.gamma in ("paper", "seed"):
-            return width_fractions_gammas(sq_dist, [self.width_fraction])
-        if self.gamma == "auto":
-            return np.array([local_scaling_gamma(X, random_state=self.random_state)])
-        return np.array([float(self.gamma)])
+        if self._params.gamma == "paper":
+            return width_fractions_gammas(sq_dist, [self._params.width_factor])
+        if self._params.gamma == LOCAL_SCALING:
+            return np.array([local_scaling_gamma(X, random_state=self._params.random_state)])
+        return np.array([float(self._params.gamma)])
 
     def _solve(self, S: np.ndarray, on_alm) -> GMMCSolution:
         """Problem (10) for one bias-eliminated Laplacian ``S``."""
-        if self.solver != "lowrank":
-            return solve_gmmc_cvxpy(S, C_e=self.C_e, C_delta=self.C_delta)
+        if self._params.solver != "lowrank":
+            return solve_gmmc_cvxpy(S, C_e=self._params.C_e, C_delta=self._params.C_delta)
         return solve_gmmc_lowrank(
-            S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
-            max_iter=self.max_iter, random_state=self.random_state, on_iteration=on_alm,
+            S, C_e=self._params.C_e, C_delta=self._params.C_delta, rank=self._params.rank,
+            tol=self._params.sdp_tol, max_iter=self._params.lowrank_max_iter,
+            random_state=self._params.random_state, on_iteration=on_alm,
         )
 
     def _fit_two_class(self, X: np.ndarray, kernels, on_alm, progress
@@ -862,9 +888,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         """(10), or (12) with kernel learning; labels from the KKT eigenvector (section 3.1),
         or the spectral partition where its margin objective is smaller
         (``spectral_candidate``)."""
-        Ms = [laplacian_precision(K, self.degree_regularization) for K in kernels]
-        if self.kernel_learning:
-            if self.solver != "lowrank":
+        Ms = [laplacian_precision(K, self._params.degree_regularization) for K in kernels]
+        if self._params.kernel_learning:
+            if self._params.solver != "lowrank":
                 raise ValueError("kernel_learning is implemented with solver='lowrank' only")
             outer = 0
 
@@ -876,17 +902,19 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                        f"largest weight {beta.max():.2f}")
 
             learned = learn_kernel_weights(
-                Ms, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
-                max_iter=self.max_iter, kernel_max_iter=self.kernel_max_iter,
-                kernel_tol=max(self.tol, 1e-4), random_state=self.random_state,
+                Ms, C_e=self._params.C_e, C_delta=self._params.C_delta, rank=self._params.rank,
+                tol=self._params.sdp_tol, max_iter=self._params.lowrank_max_iter,
+                kernel_max_iter=self._params.kernel_max_iter,
+                kernel_tol=max(self._params.sdp_tol, 1e-4), random_state=self._params.random_state,
                 on_iteration=on_outer,
             )
             beta, S = learned.beta, learned.S
             # Certify the last inner solve (the kernel-learning loop skips the eigenvalue check).
             solution = solve_gmmc_lowrank(
-                S, C_e=self.C_e, C_delta=self.C_delta, rank=self.rank, tol=self.tol,
-                max_iter=self.max_iter, V0=learned.solution.V, gamma0=learned.solution.gamma,
-                random_state=self.random_state, on_iteration=on_alm,
+                S, C_e=self._params.C_e, C_delta=self._params.C_delta, rank=self._params.rank,
+                tol=self._params.sdp_tol, max_iter=self._params.lowrank_max_iter,
+                V0=learned.solution.V, gamma0=learned.solution.gamma,
+                random_state=self._params.random_state, on_iteration=on_alm,
             )
             self.kernel_gap_ = learned.kernel_gap
             if learned.kernel_gap > 1e-2 * max(1.0, abs(solution.dual)):
@@ -901,9 +929,9 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.kernel_gap_ = 0.0
             self.n_iter_ = int(solution.n_iter)
         labels, scores, one_cluster = split_from_factor(solution.V)
-        if self.spectral_candidate and not self.kernel_learning:
-            choice = choose_with_spectral_candidate(X, labels, kernels[0], 1.0 / self.C,
-                                                    check_random_state(self.random_state))
+        if self._params.spectral_candidate and not self._params.kernel_learning:
+            choice = choose_with_spectral_candidate(X, labels, kernels[0], 1.0 / self._params.C_svm,
+                                                    check_random_state(self._params.random_state))
             one_cluster = one_cluster and choice.chosen == "relaxation"
             labels = two_cluster_labels(choice.labels)
             self.candidate_objectives_ = choice.objectives
@@ -936,18 +964,18 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         split by (10) over its points.
         """
         guide = self._bisection_guide(X, CPM3C(portfolio=False),
-                                      check_random_state(self.random_state), progress)
+                                      check_random_state(self._params.random_state), progress)
         solutions: list[GMMCSolution] = []
 
         def split_leaf(index: np.ndarray) -> LeafSplit:
             S = eliminate_bias(laplacian_precision(K[np.ix_(index, index)],
-                                                   self.degree_regularization))
+                                                   self._params.degree_regularization))
             groups = guide[index]
             n_groups = np.unique(groups).size
             if 2 <= n_groups <= EXACT_SPLIT_MAX_GROUPS:
-                solution = split_whole_groups(S, groups, self.C_e)
+                solution = split_whole_groups(S, groups, self._params.C_e)
             elif n_groups > EXACT_SPLIT_MAX_GROUPS:
-                solution = relax_whole_groups(S, groups, self.C_e, self.C_delta)
+                solution = relax_whole_groups(S, groups, self._params.C_e, self._params.C_delta)
             else:
                 solution = self._solve(S, on_alm)
             solutions.append(solution)

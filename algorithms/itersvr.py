@@ -27,9 +27,9 @@ point is
 split next, with a guide when ``init="spectral"``: CPM3C's multi-class max-margin partition
 (:func:`algorithms.selection.bisection.guide_partition`).
 
-Large n: above ``exact_max_n`` points (or with ``solver="sample"``) the algorithm runs on a uniform
-random sample of ``exact_max_n`` points and every point is labelled by the tree of SVMs trained on
-the sample's clusters (the out-of-sample classifier of section 3.2.1): O(m^2) for the clustering and
+Large n: above ``exact_max_n`` points the algorithm runs on a uniform random sample of
+``exact_max_n`` points and every point is labelled by the tree of SVMs trained on the sample's
+clusters (the out-of-sample classifier of section 3.2.1): O(m^2) for the clustering and
 O(n n_SV) for the labels, instead of O(n^2) memory.
 
 The defaults' scores against scikit-learn's clusterers are in ``docs/defaults.md``.
@@ -63,6 +63,7 @@ from algorithms.inputs import (
     as_float_matrix,
 )
 from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
+from algorithms.params.common import DEPRECATED
 from algorithms.params.itersvr import (
     IterSVRParams as IterSVRParams,
 )
@@ -385,11 +386,13 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
         Kernel of the SVR and of the SVMs.
-    gamma : float or {"auto", "paper", "scale"}, default="auto"
-        RBF width, ``exp(-gamma ||x - x'||^2)``. ``"auto"`` is the shared local width of
+    gamma : float or {"local_scaling", "paper", "scale"}, default="local_scaling"
+        RBF width, ``exp(-gamma ||x - x'||^2)``. ``"local_scaling"`` is the shared local width of
         :func:`algorithms.kernels.local_scaling_gamma`. The paper writes
         ``exp(-||x - x'||^2 / sigma^2)``, so ``gamma = 1 / sigma^2``; ``"paper"`` is its heuristic
         ``sigma = width_factor * D`` with ``D = sqrt(sum_k (max_k - min_k)^2)`` (footnote 5).
+
+        .. versionchanged:: 0.2 ``"local_scaling"`` replaces ``"auto"``.
     width_factor : float, default=3.0
         Multiplier of ``D`` for ``gamma="paper"``; the paper uses 2 to 5.
     init : {"spectral", "k-means"}, default="spectral"
@@ -403,14 +406,19 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``l / n`` in the balance constraint (1) ``-l <= e^T y <= l``; 0.3 for unbalanced data.
     n_init : int, default=10
         k-means restarts; the labeling with the best objective (2) is kept.
-    max_iter : int, default=50
-        Maximum SVR iterations per binary split (the paper reports about 10).
-    solver : {"auto", "exact", "sample"}, default="auto"
-        "exact" clusters every point with the full kernel matrix; "sample" clusters a uniform
-        random sample of ``exact_max_n`` points and labels every point by the tree of SVMs trained
-        on the sample (section 3.2.1); "auto" is exact up to ``exact_max_n`` points.
-    exact_max_n : int, default=1500
-        Largest n clustered exactly, and the sample size above it.
+    max_alternations : int, default=50
+        Most rounds of the alternation from each start of a binary split: fit the SVR to the
+        labels, relabel by the sign of its output (the paper reports about 10); a start stops
+        earlier when no label changes.
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
+    exact_max_n : int or None, default=1500
+        Largest n clustered over every point with the full kernel matrix; above it a uniform
+        random sample of ``exact_max_n`` points is clustered and every point is labelled by the
+        tree of SVMs trained on the sample (section 3.2.1). None: always every point.
+
+        .. versionchanged:: 0.2 Replaces ``solver``: ``solver="exact"`` is
+           ``exact_max_n=None``; ``"auto"`` and ``"sample"`` were the same.
     portfolio : bool, default=True
         Keep the best, by the margin, of this partition and the portfolio's candidates
         (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
@@ -473,18 +481,19 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         *,
         max_clusters: int = 50,
         kernel: str = "rbf",
-        gamma: float | str = "auto",
+        gamma: float | str = "local_scaling",
         width_factor: float = 3.0,
         init: str = "spectral",
         C: float = 500.0,
         class_balance: float = 0.03,
         n_init: int = 10,
-        max_iter: int = 50,
-        solver: str = "auto",
-        exact_max_n: int = 1500,
+        max_alternations: int = 50,
+        exact_max_n: int | None = 1500,
         portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
+        solver: str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -495,12 +504,13 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.C = C
         self.class_balance = class_balance
         self.n_init = n_init
-        self.max_iter = max_iter
-        self.solver = solver
+        self.max_alternations = max_alternations
         self.exact_max_n = exact_max_n
         self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
+        self.solver = solver
+        self.max_iter = max_iter
 
     # -- fitting ----------------------------------------------------------------------------------
     def _split_balance(self) -> float:
@@ -512,33 +522,34 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         with spectral starts each run keeps the imbalance of its start
         (:func:`initial_labelings`), which also finds 1:3 and 1:5 splits.
         """
-        if self.n_clusters_ == 2 or self.init == "spectral":
-            return self.class_balance
-        return min(1.0, self.class_balance + 1.0 / self.n_clusters_)
+        if self.n_clusters_ == 2 or self._params.init == "spectral":
+            return self._params.class_balance
+        return min(1.0, self._params.class_balance + 1.0 / self.n_clusters_)
 
     def _guide(self, X: np.ndarray, rng, progress: ProgressCallback | None
                ) -> np.ndarray | None:
         """The k-partition that guides the bisection (``init="spectral"``, k > 2)."""
-        if self.init != "spectral" or self.n_clusters_ == 2:
+        if self._params.init != "spectral" or self.n_clusters_ == 2:
             return None
         return self._bisection_guide(X, CPM3C(portfolio=False), rng, progress)
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
-        self._validate_params()
+        self._params = self._validated_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         self._resolve_n_clusters(X, progress)
-        rng = check_random_state(self.random_state)
-        sample = fit_sample(X.shape[0], self.solver, self.exact_max_n, rng)
+        rng = check_random_state(self._params.random_state)
+        sample = fit_sample(X.shape[0], self._params.exact_max_n, rng)
         X_all, X = X, (X if sample is None else X[sample])
         self.solver_ = "exact" if sample is None else "sample"
         self.n_fit_samples_ = X.shape[0]
-        rbf = self.kernel == "rbf"
-        self.gamma_ = (resolve_gamma(X, self.gamma, self.width_factor, random_state=rng)
-                       if rbf else 0.0)
-        report(progress, 0, None, f"computing the {self.kernel} kernel for {X.shape[0]} points")
-        space = _ExactKernel(pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_))
+        rbf = self._params.kernel == "rbf"
+        self.gamma_ = (resolve_gamma(X, self._params.gamma, self._params.width_factor,
+                                     random_state=rng) if rbf else 0.0)
+        report(progress, 0, None,
+               f"computing the {self._params.kernel} kernel for {X.shape[0]} points")
+        space = _ExactKernel(pairwise_kernel(X, kernel=self._params.kernel, gamma=self.gamma_))
 
         step = 0
 
@@ -552,10 +563,10 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         def split_leaf(index: np.ndarray) -> BinarySplit:
             return cluster_binary(
                 X[index], space.subset(index) if index.size < X.shape[0] else space,
-                C=self.C, class_balance=self._split_balance(), n_init=self.n_init,
-                max_iter=self.max_iter, rng=rng, init=self.init,
+                C=self._params.C, class_balance=self._split_balance(), n_init=self._params.n_init,
+                max_iter=self._params.max_alternations, rng=rng, init=self._params.init,
                 guide=None if guide is None else guide[index],
-                by_omega=self.n_clusters_ == 2 and self.init == "spectral",
+                by_omega=self.n_clusters_ == 2 and self._params.init == "spectral",
                 on_iteration=on_iteration,
             )
 
@@ -584,7 +595,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                 continue
             # The split's y > 0 side is the right child, the positive class of its SVM.
             self.classifiers_.append(KernelExpansionClassifier.from_binary_svc(
-                X[node.index], node.split.svm, self.kernel, self.gamma_))
+                X[node.index], node.split.svm, self._params.kernel, self.gamma_))
             self.tree_.append({"label": None, "left": node.left, "right": node.right,
                                "svm": len(self.classifiers_) - 1})
         self.n_support_ = int(sum(c.n_support for c in self.classifiers_))

@@ -28,7 +28,7 @@ from algorithms.threads import small_problem_threads
 
 KernelName = Literal["rbf", "linear"]
 KERNELS: tuple[str, ...] = ("rbf", "linear")
-GammaSpec = float | Literal["auto", "paper", "scale"]
+GammaSpec = float | Literal["local_scaling", "paper", "scale"]
 # Neighbour rank of the local-scaling width (Zelnik-Manor & Perona 2004 use the 7th neighbour).
 LOCAL_SCALING_NEIGHBOR = 7
 # Relative diagonal below which a pivoted Cholesky factor stops: directions with no energy would
@@ -130,7 +130,7 @@ def local_scaling_gamma(
     n = X.shape[0]
     rank = min(n_neighbors, n - 1)
     if rank < 1:
-        raise ValueError("gamma='auto' needs at least two points")
+        raise ValueError("gamma='local_scaling' needs at least two points")
     X = centred(X)
     if n > max_points:
         X = X[np.sort(check_random_state(random_state).choice(n, max_points, replace=False))]
@@ -145,7 +145,7 @@ def local_scaling_gamma(
         pairwise = np.sqrt(squared_distances(X))
         positive = pairwise[pairwise > 0]
     if positive.size == 0:
-        raise ValueError("gamma='auto' needs points that are not all identical")
+        raise ValueError("gamma='local_scaling' needs points that are not all identical")
     return 0.5 / float(np.median(positive)) ** 2
 
 
@@ -170,20 +170,19 @@ def resolve_gamma(
 ) -> float:
     """Turn a ``gamma`` parameter into the number used by the RBF kernel.
 
-    * ``"auto"`` (the default of the algorithms): :func:`local_scaling_gamma`, the shared
-      data-adaptive width.
+    * ``"local_scaling"`` (the default of most algorithms): :func:`local_scaling_gamma`, the
+      shared data-adaptive width.
     * ``"paper"``: the bounding-box rule of iterSVR and CPM3C, ``sigma = width_factor * D``
       and ``gamma = 1 / sigma^2``, with ``D`` the heuristic of Zhang, Tsang and Kwok 2007
       (section 4, :func:`data_diameter`) or, for ``width_reference="max_distance"``,
       :func:`largest_pairwise_distance` (``sigma_0`` of Zhao, Wang and Zhang 2008).
-      The deprecated spelling ``"seed"`` means the same.
     * ``"scale"``: scikit-learn's ``1 / (n_features * X.var())``.
     * a positive number: used as is.
     """
     if isinstance(gamma, str):
-        if gamma == "auto":
+        if gamma == "local_scaling":
             return local_scaling_gamma(X, random_state=random_state)
-        if gamma in ("paper", "seed"):
+        if gamma == "paper":
             if width_reference == "max_distance":
                 diameter = largest_pairwise_distance(X, random_state)
             else:
@@ -197,7 +196,7 @@ def resolve_gamma(
                 raise ValueError("gamma='scale' needs points that are not all identical")
             return 1.0 / (X.shape[1] * float(variance))
         raise ValueError(
-            f"unknown gamma {gamma!r}: use a positive number, 'auto', 'paper' or 'scale'"
+            f"unknown gamma {gamma!r}: use a positive number, 'local_scaling', 'paper' or 'scale'"
         )
     gamma = float(gamma)
     if not np.isfinite(gamma) or gamma <= 0:

@@ -39,6 +39,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from algorithms.base import (
+    ConicSolver,
     MMCEstimatorMixin,
     ProgressCallback,
     SDPSolverError,
@@ -177,10 +178,10 @@ def solve_m3n(
 # ---------------------------------------------------------------------------------------------
 
 
-def balance_bounds(n_positions: int, n_states: int, epsilon: float) -> tuple[int, int]:
+def balance_bounds(n_positions: int, n_states: int, size_band: float) -> tuple[int, int]:
     """Allowed positions per state by (5.25): ``(1/k - eps) p1 <= count <= (1/k + eps) p1``."""
-    low = max(0, math.ceil((1.0 / n_states - epsilon) * n_positions - 1e-9))
-    high = min(n_positions, math.floor((1.0 / n_states + epsilon) * n_positions + 1e-9))
+    low = max(0, math.ceil((1.0 / n_states - size_band) * n_positions - 1e-9))
+    high = min(n_positions, math.floor((1.0 / n_states + size_band) * n_positions + 1e-9))
     if low > high:
         low = high = n_positions // n_states
     return low, high
@@ -194,7 +195,7 @@ def balanced_viterbi(
     batch: SequenceBatch,
     emission: np.ndarray,
     transition: np.ndarray,
-    epsilon: float,
+    size_band: float,
     max_rounds: int = 60,
 ) -> np.ndarray:
     """Viterbi labeling whose state counts satisfy (5.25), by Lagrangian offsets per state.
@@ -205,7 +206,7 @@ def balanced_viterbi(
     found, or the least violating one when the rounds run out.
     """
     k = emission.shape[0]
-    low, high = balance_bounds(batch.n_positions, k, epsilon)
+    low, high = balance_bounds(batch.n_positions, k, size_band)
     node = emission_scores(batch, emission)
 
     def decode(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -279,9 +280,9 @@ def solve_cdhmm_relaxation(
     n_symbols: int,
     *,
     beta: float,
-    epsilon: float,
-    pair_epsilon: float,
-    solver: str = "SCS",
+    size_band: float,
+    pair_size_band: float,
+    solver: ConicSolver = "scs",
     tol: float = 1e-3,
     max_iter: int = 3000,
 ) -> CDHMMRelaxation:
@@ -333,8 +334,8 @@ def solve_cdhmm_relaxation(
         cp.diag(M) == 1, M >= 0, M <= 1,
         cp.sum(C, axis=1) == 1,
     ]
-    low = (1.0 / k - epsilon) * p1
-    high = (1.0 / k + epsilon) * p1
+    low = (1.0 / k - size_band) * p1
+    high = (1.0 / k + size_band) * p1
     constraints += [cp.sum(M, axis=1) >= low, cp.sum(M, axis=1) <= high]
 
     node = -C + onehot @ We.T  # (p1, k): -C_t(u) + E[u, x_t]
@@ -355,8 +356,8 @@ def solve_cdhmm_relaxation(
             cp.hstack([cp.sum(block, axis=1, keepdims=True) for block in D_by_prev])
             == C[prev, :],
         ]
-        pair_low = (1.0 / k**2 - pair_epsilon) * p2
-        pair_high = (1.0 / k**2 + pair_epsilon) * p2
+        pair_low = (1.0 / k**2 - pair_size_band) * p2
+        pair_high = (1.0 / k**2 + pair_size_band) * p2
         constraints += [cp.sum(N, axis=1) >= pair_low, cp.sum(N, axis=1) <= pair_high]
         M_cur = M[cur, :][:, cur]
         M_prev = M[prev, :][:, prev]
@@ -433,7 +434,7 @@ def alternate_m3n(
     n_symbols: int,
     *,
     beta: float,
-    epsilon: float,
+    size_band: float,
     max_iter: int,
     tol: float,
     on_iteration=None,
@@ -445,7 +446,7 @@ def alternate_m3n(
     solution = solve_m3n(batch, labels, n_states, n_symbols, beta=beta, tol=tol)
     for n_iter in range(1, max_iter + 1):
         history.append(solution.objective)
-        new_labels = balanced_viterbi(batch, solution.emission, solution.transition, epsilon)
+        new_labels = balanced_viterbi(batch, solution.emission, solution.transition, size_band)
         changed = int(np.count_nonzero(new_labels != labels))
         if on_iteration is not None:
             on_iteration(n_iter, solution.objective, changed)
@@ -503,14 +504,25 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         ``epsilon`` of the pair-balance constraint (5.25) (exact method only).
 
         .. versionchanged:: 0.2 Replaces ``pair_balance``.
-    n_init : int, default=5
-        Restarts of the alternating method, each from a new EM run.
+    n_restarts : int, default=5
+        Runs of the alternating method, each from a new EM run; the smallest margin loss is
+        kept.
+
+        .. versionchanged:: 0.2 Replaces ``n_init``.
     em_iter : int, default=100
         Baum-Welch iterations per EM run.
-    max_iter : int, default=50
-        Maximum alternations.
-    tol : float, default=1e-3
-        Cutting-plane tolerance (per position) of the supervised M3N solver.
+    max_alternations : int, default=50
+        Most rounds of the alternation (train the M3N on the labels, relabel by balanced
+        Viterbi); it stops earlier when no label changes or the margin loss decreases by less
+        than ``cutting_plane_tol``.
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
+    cutting_plane_tol : float, default=1e-3
+        Cutting-plane precision (per position) of the supervised M3N solver: it stops when no
+        constraint is violated by more than this times the number of positions. The alternation
+        also stops when the margin loss decreases by less.
+
+        .. versionchanged:: 0.2 Replaces ``tol``.
     solver : {"scs", "clarabel"}, default="scs"
         Exact method: the cvxpy solver of the relaxation.
 
@@ -578,10 +590,10 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         C: float = 100.0,
         size_band: float = 0.1,
         pair_size_band: float = 0.3,
-        n_init: int = 5,
+        n_restarts: int = 5,
         em_iter: int = 100,
-        max_iter: int = 50,
-        tol: float = 1e-3,
+        max_alternations: int = 50,
+        cutting_plane_tol: float = 1e-3,
         solver: str = "scs",
         sdp_tol: float = 1e-3,
         sdp_max_iter: int = 3000,
@@ -590,16 +602,19 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         class_balance: float | str = DEPRECATED,
         pair_balance: float | str = DEPRECATED,
         sdp_solver: str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
+        tol: float | str = DEPRECATED,
+        n_init: int | str = DEPRECATED,
     ):
         self.n_states = n_states
         self.method = method
         self.C = C
         self.size_band = size_band
         self.pair_size_band = pair_size_band
-        self.n_init = n_init
+        self.n_restarts = n_restarts
         self.em_iter = em_iter
-        self.max_iter = max_iter
-        self.tol = tol
+        self.max_alternations = max_alternations
+        self.cutting_plane_tol = cutting_plane_tol
         self.solver = solver
         self.sdp_tol = sdp_tol
         self.sdp_max_iter = sdp_max_iter
@@ -608,6 +623,9 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.class_balance = class_balance
         self.pair_balance = pair_balance
         self.sdp_solver = sdp_solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_init = n_init
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -622,18 +640,18 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         ``y`` is ignored. ``progress(step, objective, message)`` is optional.
         """
-        self._validate_params()
+        self._params = self._validated_params()
         sequences = as_symbol_sequences(X)
         batch = SequenceBatch(sequences)
-        if batch.n_positions < self.n_states:
+        if batch.n_positions < self._params.n_states:
             raise ValueError(
                 f"the sequences have {batch.n_positions} positions in all, fewer than "
-                f"n_states={self.n_states}"
+                f"n_states={self._params.n_states}"
             )
         self.n_symbols_ = int(batch.flat.max()) + 1
-        rng = check_random_state(self.random_state)
+        rng = check_random_state(self._params.random_state)
         self.warnings_: list[str] = []
-        if self.method == "exact":
+        if self._params.method == "exact":
             labels, solution, n_iter, history = self._fit_exact(batch, rng, progress)
         else:
             labels, solution, n_iter, history = self._fit_alternating(batch, rng, progress)
@@ -647,11 +665,11 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         return self
 
     def _fit_alternating(self, batch: SequenceBatch, rng, progress):
-        k, V = self.n_states, self.n_symbols_
+        k, V = self._params.n_states, self.n_symbols_
         best: AlternatingRun | None = None
         step = 0
-        for restart in range(self.n_init):
-            hmm = baum_welch(batch, k, V, rng=rng, max_iter=self.em_iter)
+        for restart in range(self._params.n_restarts):
+            hmm = baum_welch(batch, k, V, rng=rng, max_iter=self._params.em_iter)
             report(progress, step, None, f"restart {restart + 1}: EM log-likelihood "
                    f"{hmm.loglik:.3f}")
 
@@ -662,26 +680,27 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                        f"restart {restart + 1}, alternation {n_iter}: {changed} labels changed")
 
             run = alternate_m3n(
-                batch, hmm.decode(batch), k, V, beta=self._beta, epsilon=self._fit_params.size_band,
-                max_iter=self.max_iter, tol=self.tol, on_iteration=on_iteration,
+                batch, hmm.decode(batch), k, V, beta=self._beta, size_band=self._params.size_band,
+                max_iter=self._params.max_alternations, tol=self._params.cutting_plane_tol,
+                on_iteration=on_iteration,
             )
             if best is None or run.solution.objective < best.solution.objective:
                 best = run
         return best.labels, best.solution, best.n_iter, best.history
 
     def _fit_exact(self, batch: SequenceBatch, rng, progress):
-        k, V = self.n_states, self.n_symbols_
+        k, V = self._params.n_states, self.n_symbols_
         if problem := exact_relaxation_problem(batch.n_positions, batch.prev.size, k,
-                                               self._fit_params.size_band,
-                                               self._fit_params.pair_size_band):
+                                               self._params.size_band,
+                                               self._params.pair_size_band):
             raise ValueError(problem)
         report(progress, 0, None, f"solving the CDHMM relaxation over {batch.n_positions} "
                "positions")
         relaxation = solve_cdhmm_relaxation(
-            batch, k, V, beta=self._beta, epsilon=self._fit_params.size_band,
-            pair_epsilon=self._fit_params.pair_size_band,
-            solver=self._fit_params.solver.upper(), tol=self.sdp_tol,
-            max_iter=self.sdp_max_iter,
+            batch, k, V, beta=self._beta, size_band=self._params.size_band,
+            pair_size_band=self._params.pair_size_band,
+            solver=self._params.solver, tol=self._params.sdp_tol,
+            max_iter=self._params.sdp_max_iter,
         )
         self.warnings_ += relaxation.warnings
         self.relaxation_objective_ = relaxation.objective
@@ -689,7 +708,8 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         recovered = recover_labels(relaxation.M, k, random_state=rng.randint(2**31 - 1))
         # The model is the M3N trained on the recovered labels (as the SVM trained on the found
         # labels in section 3.4); the thesis relabels the sequences by its Viterbi decoding.
-        solution = solve_m3n(batch, recovered, k, V, beta=self._beta, tol=self.tol)
+        solution = solve_m3n(batch, recovered, k, V, beta=self._beta,
+                             tol=self._params.cutting_plane_tol)
         labels = viterbi(batch, emission_scores(batch, solution.emission), solution.transition)
         solution.objective = m3n_objective(batch, labels, solution.emission,
                                            solution.transition, self._beta)

@@ -31,6 +31,7 @@ from algorithms.params.sdp_mmc import (
 )
 from algorithms.params.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
 from algorithms.params.svc import SupportVectorClusteringParams, soft_margin_problem
+from algorithms.params.vocabulary import renames
 
 InputKind = Literal["vectors", "sequences"]
 LabelUse = Literal["none", "optional", "required"]
@@ -156,6 +157,7 @@ class AlgorithmSpec:
             "timeout_seconds": self.timeout_seconds,
             "accepts_sparse": self.accepts_sparse,
             "params_schema": copy.deepcopy(_params_schema(self.params_model)),
+            "renamed": {old: new for old, new, _ in renames({self.name: self.params_model})},
             "notes": dict(self.notes),
         }
 
@@ -183,9 +185,8 @@ SAMPLED_MAX_N = 1_000_000
 
 def _fits_exactly(limit: int) -> Callable[[AlgorithmParams], bool]:
     """Whether a fit clusters every point where an exact fit may hold ``limit`` points: asked to
-    (``solver="exact"``, ``exact_max_n=None``), or ``exact_max_n`` allows more."""
-    return lambda params: (getattr(params, "solver", None) == "exact"
-                           or params.exact_max_n is None or params.exact_max_n > limit)
+    (``exact_max_n=None``), or ``exact_max_n`` allows more."""
+    return lambda params: params.exact_max_n is None or params.exact_max_n > limit
 
 
 def _exactly(limit: int) -> str:
@@ -203,7 +204,7 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhang, Tsang and Kwok 2007, Maximum margin clustering made practical (ICML)",
         labels="none",
-        # The default solver fits a sample (exact_max_n) and labels every point by its SVM
+        # The default exact_max_n fits a sample and labels every point by its SVM
         # tree, in linear time: a million points (timed by benchmarks/defaults.py --at-scale).
         limits=(Limit(1_000_000),),
         timeout_seconds=900,
@@ -236,25 +237,23 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         params_model=SupportVectorClusteringParams,
         summary=(
             "Support vector clustering: minimal enclosing sphere (one-class SVM) and connected "
-            "components of the line-segment graph; gamma='auto' searches q for n_clusters."
+            "components of the line-segment graph; gamma='schedule' searches q for n_clusters."
         ),
         paper="Ben-Hur, Horn, Siegelmann and Vapnik 2001, Support vector clustering (JMLR)",
         labels="none",
         limits=(
             Limit(SVC_EXACT_MAX_N["complete"],
-                  condition=f"labeling='complete' fitted exactly (solver='exact' or exact_max_n > "
-                            f"{SVC_EXACT_MAX_N['complete']:,})",
+                  condition=f"labeling='complete' {_exactly(SVC_EXACT_MAX_N['complete'])}",
                   holds=lambda p: p.labeling == "complete"
                   and _fits_exactly(SVC_EXACT_MAX_N["complete"])(p)),
             Limit(SVC_EXACT_MAX_N["other"],
-                  condition=f"fitted exactly (solver='exact' or exact_max_n > "
-                            f"{SVC_EXACT_MAX_N['other']:,})",
+                  condition=_exactly(SVC_EXACT_MAX_N["other"]),
                   holds=_fits_exactly(SVC_EXACT_MAX_N["other"])),
             Limit(SAMPLED_MAX_N),
         ),
         timeout_seconds=900,
         check_size=lambda params, n: soft_margin_problem(params.C, n),
-        notes={"large_n": f"the default solver='auto' fits a random sample of exact_max_n points "
+        notes={"large_n": f"the default exact_max_n=2000 fits a random sample of 2000 points "
                           f"and labels the rest by predict, up to {SAMPLED_MAX_N:,} points"},
     ),
     AlgorithmSpec(

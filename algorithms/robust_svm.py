@@ -62,12 +62,14 @@ from algorithms.base import (
     ProgressCallback,
     SDPSolverError,
     check_solver_status,
+    cvxpy_solver_name,
     report,
 )
 from algorithms.inputs import (
     as_float_matrix,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
+from algorithms.params.common import DEPRECATED
 from algorithms.params.robust_svm import (
     SDP_MAX_N as SDP_MAX_N,
 )
@@ -141,7 +143,8 @@ def solve_robust_sdp(
 
     ``solver="auto"`` (= ``"lowrank"``, see ``LOWRANK_TOL``) solves the same program on the
     factor of ``[[M, eta], [eta^T, 1]]`` (:func:`algorithms.lowrank_sdp.solve_robust_lowrank`),
-    with ``lambda`` the inner maximiser itself; ``"cvxpy"`` is SCS on the formulation below.
+    with ``lambda`` the inner maximiser itself; ``"scs"`` and ``"clarabel"`` solve the
+    formulation below.
     """
     if method not in ("reh", "rod"):
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
@@ -176,7 +179,7 @@ def solve_robust_sdp(
     else:
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
     problem = cp.Problem(cp.Minimize(zeta / n), constraints)
-    name = "SCS" if solver == "cvxpy" else solver.upper()
+    name = cvxpy_solver_name(solver)
     options = dict(SCS_OPTIONS) if name == "SCS" else {}
     try:
         problem.solve(solver=name, **options)
@@ -435,9 +438,13 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         each step a libsvm SVM, for large n (a local minimum of (6.7)).
     kernel : {"linear", "rbf"}, default="linear"
         Kernel ``K`` of ``G = K o yy^T``.
-    gamma : float or {"auto", "scale"}, default="scale"
-        RBF width, ``exp(-gamma ||x - x'||^2)``; ``"auto"`` is ``1 / D^2`` with ``D`` the diagonal
-        of the data's bounding box.
+    gamma : float or {"local_scaling", "paper", "scale"}, default="scale"
+        RBF width, ``exp(-gamma ||x - x'||^2)``; ``"scale"`` is scikit-learn's
+        ``1 / (n_features * X.var())``, ``"local_scaling"`` the shared local width of
+        :func:`algorithms.kernels.local_scaling_gamma` and ``"paper"`` ``1 / D^2`` with ``D`` the
+        diagonal of the data's bounding box.
+
+        .. versionchanged:: 0.2 ``"local_scaling"`` replaces ``"auto"``.
     C : float, default=1.0
         ``C = 1 / beta``: (6.1) is ``beta/2 ||w||^2 + sum hinge``, i.e. scikit-learn's ``SVC(C)``.
     rho : float, default=0.8
@@ -449,8 +456,11 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         eta-hinge loss at the SDP's ``(w, eta)`` (:func:`best_offset`).
         ``False`` is the thesis' classifier through the origin. The ramp method always fits
         libsvm's offset.
-    max_iter : int, default=50
-        Ramp only: alternation steps.
+    max_alternations : int, default=50
+        Ramp only: most rounds of the alternation (the SVM with ``eta`` held, then ``eta`` with
+        the SVM held).
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
     solver : {"auto", "lowrank", "clarabel", "scs"}, default="auto"
         ``"auto"`` (= ``"lowrank"``) is the low-rank solver of :mod:`algorithms.lowrank_sdp`
         with a certified relative duality gap of 1e-3 (``certificate_``); ``"scs"`` (eps 1e-4)
@@ -529,8 +539,9 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         C: float = 1.0,
         rho: float = 0.8,
         fit_intercept: bool = True,
-        max_iter: int = 50,
+        max_alternations: int = 50,
         solver: str = "auto",
+        max_iter: int | str = DEPRECATED,
     ):
         self.method = method
         self.kernel = kernel
@@ -538,8 +549,9 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.C = C
         self.rho = rho
         self.fit_intercept = fit_intercept
-        self.max_iter = max_iter
+        self.max_alternations = max_alternations
         self.solver = solver
+        self.max_iter = max_iter
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -571,14 +583,14 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Train on ``X`` with labels ``y`` (two distinct values, any type)."""
-        self._validate_params()
+        self._params = self._validated_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         signed = self._signed_labels(y, X.shape[0])
-        self.gamma_ = resolve_gamma(X, self.gamma) if self.kernel == "rbf" else 0.0
-        beta = 1.0 / self.C
+        self.gamma_ = resolve_gamma(X, self._params.gamma) if self._params.kernel == "rbf" else 0.0
+        beta = 1.0 / self._params.C
         self.warnings_: list[str] = []
-        if self.method == "ramp":
+        if self._params.method == "ramp":
             self._fit_ramp(X, signed, progress)
         else:
             self._fit_sdp(X, signed, beta, progress)
@@ -597,32 +609,33 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         n = X.shape[0]
         # The offset-free SDP needs the origin inside the data (module docstring); RBF kernels
         # are translation invariant, so only the linear kernel is moved.
-        origin = (np.median(X, axis=0) if self.fit_intercept and self.kernel == "linear"
+        origin = (np.median(X, axis=0)
+                  if self._params.fit_intercept and self._params.kernel == "linear"
                   else np.zeros(X.shape[1]))
         Xc = X - origin
-        K = pairwise_kernel(Xc, kernel=self.kernel, gamma=self.gamma_)
-        report(progress, 0, None, f"solving the {self.method.upper()} SDP for {n} points")
-        solution = solve_robust_sdp(K, y, beta, method=self.method, rho=self.rho,
-                                    solver=self.solver)
+        K = pairwise_kernel(Xc, kernel=self._params.kernel, gamma=self.gamma_)
+        report(progress, 0, None, f"solving the {self._params.method.upper()} SDP for {n} points")
+        solution = solve_robust_sdp(K, y, beta, method=self._params.method, rho=self._params.rho,
+                                    solver=self._params.solver)
         self.warnings_.extend(solution.warnings)
         # Proposition 7: w = sum_i lambda_i eta_i y_i phi(x_i) / beta.
         coef = solution.lam * solution.eta * y / beta
         f = K @ coef
         norm_w2 = float(coef @ K @ coef)
         b = 0.0
-        if self.fit_intercept:
+        if self._params.fit_intercept:
             b = best_offset(f, y, solution.eta)
-        if self.method == "reh":
+        if self._params.method == "reh":
             primal = robust_hinge_objective(f + b, y, norm_w2, beta)
         else:
             primal = 0.5 * beta * norm_w2 + float(solution.eta @ np.maximum(0.0, 1.0 - y * (f + b)))
         keep = np.flatnonzero(np.abs(coef) > 1e-10 * max(np.abs(coef).max(), 1e-300))
         # f(x) = sum_i coef_i k(x - origin, x_i - origin) + b; for the linear kernel that is
         # sum_i coef_i <x, x_i - origin> + b - sum_i coef_i <origin, x_i - origin>.
-        intercept = b - float(coef @ (Xc @ origin)) if self.kernel == "linear" else b
+        intercept = b - float(coef @ (Xc @ origin)) if self._params.kernel == "linear" else b
         self.classifier_ = KernelExpansionClassifier(
-            Xc[keep] if self.kernel == "linear" else X[keep], coef[keep, None],
-            np.array([intercept]), np.array([0, 1]), self.kernel, self.gamma_,
+            Xc[keep] if self._params.kernel == "linear" else X[keep], coef[keep, None],
+            np.array([intercept]), np.array([0, 1]), self._params.kernel, self.gamma_,
         )
         self.eta_ = solution.eta
         self.dual_coef_ = coef
@@ -642,15 +655,16 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
             report(progress, step, objective,
                    f"alternation step {step}: {n_ablated} points ablated")
 
-        solution = solve_ramp_alternating(X, y, C=self.C, kernel=self.kernel, gamma=self.gamma_,
-                                   max_iter=self.max_iter, keep_share=self.rho,
+        solution = solve_ramp_alternating(X, y, C=self._params.C, kernel=self._params.kernel,
+                                   gamma=self.gamma_, max_iter=self._params.max_alternations,
+                                   keep_share=self._params.rho,
                                    on_iteration=on_iteration)
         svm = solution.svm
         coef = np.zeros(X.shape[0])
         coef[solution.trained_on[svm.support_]] = svm.dual_coef_[0]
         self.classifier_ = KernelExpansionClassifier(
             svm.support_vectors_, svm.dual_coef_[0][:, None], svm.intercept_[:1],
-            np.array([0, 1]), self.kernel, self.gamma_,
+            np.array([0, 1]), self._params.kernel, self.gamma_,
         )
         self.eta_ = solution.eta
         self.dual_coef_ = coef
@@ -659,8 +673,9 @@ class RobustSVM(MMCEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.objective_history_ = solution.objective_history
         self.n_iter_ = solution.n_iter
         self.solver_ = "libsvm"
-        if solution.n_iter == self.max_iter:
-            self.warnings_.append(f"the alternation stopped after max_iter={self.max_iter} steps")
+        if solution.n_iter == self._params.max_alternations:
+            self.warnings_.append(f"the alternation stopped after max_alternations="
+                                  f"{self._params.max_alternations} steps")
 
     # -- prediction -------------------------------------------------------------------------------
     def decision_function(self, X) -> np.ndarray:

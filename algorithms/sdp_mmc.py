@@ -44,8 +44,8 @@ Solver: ``"lowrank"`` (default; every solve of (3.5)) is the Burer-Monteiro augm
 of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
 ``certificate_``), and unsupervised (4.8) in its collapsed form on a nonnegative factor of
 ``[[1, sqrt(k) d^T], [sqrt(k) d, M]]`` (:func:`algorithms.lowrank_sdp.solve_multiclass_lowrank`);
-(4.8) with partial labels goes to SCS. ``"cvxpy"`` (= ``"SCS"``) and
-``"CLARABEL"`` are the reference formulations below: cvxpy with SCS (first-order) or Clarabel
+(4.8) with partial labels goes to SCS. ``"scs"`` and
+``"clarabel"`` are the reference formulations below: cvxpy with SCS (first-order) or Clarabel
 (interior point), whose dense n^2 x n^2 KKT system rules it out beyond about n = 100. Labels
 need only the leading structure of ``M``, so SCS runs at a loose tolerance (1e-3), which needs
 several times fewer iterations than its default and gives the same labels. Each fit is a single
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -67,6 +66,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from algorithms.base import (
+    ConicSolver,
     KernelExpansionClassifier,
     MMCEstimatorMixin,
     ProgressCallback,
@@ -136,7 +136,7 @@ from algorithms.selection.margin import (
     two_class_margin_objective,
 )
 
-SolverName = Literal["SCS", "CLARABEL"]
+SolverName = ConicSolver
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def median_heuristic_gamma(X: np.ndarray) -> float:
     off = D[~np.eye(D.shape[0], dtype=bool)]
     median = float(np.median(off[off > 0])) if np.any(off > 0) else 0.0
     if median <= 0:
-        raise ValueError("gamma='auto' needs points that are not all identical")
+        raise ValueError("gamma='paper' needs points that are not all identical")
     return 1.0 / median
 
 
@@ -166,7 +166,7 @@ def solve_two_class_sdp(
     beta: float,
     limit: float,
     y_partial: np.ndarray | None = None,
-    solver: SolverName = "SCS",
+    solver: SolverName = "scs",
     tol: float = 1e-3,
     max_iter: int = 20000,
 ) -> tuple[np.ndarray, float, list[str], int]:
@@ -224,7 +224,7 @@ def solve_multiclass_sdp(
     balance: float,
     labels: np.ndarray | None = None,
     ridge: float = 1e-6,
-    solver: SolverName = "SCS",
+    solver: SolverName = "scs",
     tol: float = 1e-3,
     max_iter: int = 20000,
 ) -> tuple[np.ndarray, np.ndarray, float, list[str], int]:
@@ -278,7 +278,7 @@ def solve_multiclass_sdp_symmetric(
     *,
     beta: float,
     balance: float,
-    solver: SolverName = "SCS",
+    solver: SolverName = "scs",
     tol: float = 1e-3,
     max_iter: int = 20000,
 ) -> tuple[np.ndarray, np.ndarray, float, list[str], int]:
@@ -480,12 +480,15 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
     kernel : {"rbf", "linear"}, default="rbf"
-    gamma : float or {"auto", "paper", "scale"}, default="auto"
+    gamma : float or {"local_scaling", "paper", "scale"}, default="local_scaling"
         RBF width ``exp(-gamma ||x - x'||^2)``; the thesis writes ``exp(-||x-x'||^2 / sigma^2)``,
-        so ``gamma = 1 / sigma^2``. ``"auto"``: the shared local-scaling width
-        (:func:`algorithms.kernels.local_scaling_gamma`). ``"paper"``: the thesis's width "related
+        so ``gamma = 1 / sigma^2``. ``"local_scaling"``: the shared local-scaling width
+        (:func:`algorithms.kernels.local_scaling_gamma`); ``"scale"``: scikit-learn's
+        ``1 / (n_features * X.var())``. ``"paper"``: the thesis's width "related
         to the scale of the problem", ``1 / median ||x_i - x_j||^2`` (section 3.4); the paper
         rows run with it (``PAPER_SETTING``).
+
+        .. versionchanged:: 0.2 ``"local_scaling"`` replaces ``"auto"``.
     C : float, default=100
         Weight of the slacks in the soft margin, ``1/2 ||w||^2 + C sum xi``; the thesis writes
         ``beta/2 ||w||^2 + sum xi`` with ``beta = 1 / C`` = 0.01 ("no significant effect",
@@ -531,10 +534,15 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         (3.5)) and :func:`algorithms.lowrank_sdp.solve_multiclass_lowrank` (unsupervised (4.8));
         (4.8) with partial labels runs SCS. ``"scs"`` and ``"clarabel"`` solve the cvxpy
         formulation, the reference.
-    tol : float, default=1e-3
-        Solver tolerance; labels come from the leading structure of ``M`` and do not need more.
-    max_iter : int, default=20000
-        cvxpy solver iterations.
+    sdp_tol : float, default=1e-3
+        Stopping tolerance of the SDP solver; labels come from the leading structure of ``M``
+        and do not need more.
+
+        .. versionchanged:: 0.2 Replaces ``tol``.
+    sdp_max_iter : int, default=20000
+        Iteration limit of the cvxpy solver (SCS or Clarabel).
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
     portfolio : bool, default=True
         Keep the best, by the margin, of this partition and the portfolio's candidates
         (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
@@ -577,7 +585,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         The candidate whose labels were kept.
     gamma_ : float
     solver_ : str
-        The solver that ran: "lowrank", "SCS" or "CLARABEL".
+        The solver that ran: "lowrank", "scs" or "clarabel" (SCS for (4.8) with partial
+        labels under ``solver="lowrank"``).
+
+        .. versionchanged:: 0.2 Spelled as the ``solver`` values (was "SCS", "CLARABEL").
     certificate_ : dict
         Low-rank solver only: status, objective, certified lower bound, relative gap,
         infeasibility and the dual slack's smallest eigenvalue (bisection: the split with the
@@ -622,7 +633,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         *,
         max_clusters: int = 50,
         kernel: str = "rbf",
-        gamma: float | str = "auto",
+        gamma: float | str = "local_scaling",
         C: float = 100.0,
         class_balance: float = 0.1,
         size_band: float = 0.1,
@@ -632,12 +643,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         spectral_candidate: bool = True,
         exact_max_n: int | None = 800,
         solver: str = "lowrank",
-        tol: float = 1e-3,
-        max_iter: int = 20000,
+        sdp_tol: float = 1e-3,
+        sdp_max_iter: int = 20000,
         portfolio: bool = True,
         random_state: int | None = None,
         guide=None,
         beta: float | str = DEPRECATED,
+        tol: float | str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -652,12 +665,14 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.spectral_candidate = spectral_candidate
         self.exact_max_n = exact_max_n
         self.solver = solver
-        self.tol = tol
-        self.max_iter = max_iter
+        self.sdp_tol = sdp_tol
+        self.sdp_max_iter = sdp_max_iter
         self.portfolio = portfolio
         self.random_state = random_state
         self.guide = guide
         self.beta = beta
+        self.tol = tol
+        self.max_iter = max_iter
 
     def _partial_labels(self, y, n: int) -> np.ndarray | None:
         labels = check_partial_labels(y, n)
@@ -667,42 +682,46 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` optional partial labels (``-1`` = unknown) for semi-supervision."""
-        self._validate_params()
+        self._params = self._validated_params()
         for name in _OPTIONAL_RESULTS:  # a refit must not report the previous fit's extras
             if hasattr(self, name):
                 delattr(self, name)
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         given = self._partial_labels(y, X.shape[0])
-        if given is not None and self._fit_params.n_clusters == AUTO:
-            raise ValueError(partial_labels_problem(AUTO, self.multiclass, given,
-                                                    self.class_balance, self.size_band))
+        if given is not None and self._params.n_clusters == AUTO:
+            raise ValueError(partial_labels_problem(
+                AUTO, self._params.multiclass, given, self._params.class_balance,
+                self._params.size_band))
         self._resolve_n_clusters(X, progress)
-        problem = partial_labels_problem(self.n_clusters_, self.multiclass, given,
-                                         self.class_balance, self.size_band, self.exact_max_n)
+        problem = partial_labels_problem(self.n_clusters_, self._params.multiclass, given,
+                                         self._params.class_balance, self._params.size_band,
+                                         self._params.exact_max_n)
         if problem:
             raise ValueError(problem)
         X_all, sample = X, fit_sample(
-            X.shape[0], "auto", self.exact_max_n, check_random_state(self.random_state),
+            X.shape[0], self._params.exact_max_n, check_random_state(self._params.random_state),
             keep=None if given is None else np.flatnonzero(given >= 0), X=X)
         X, labels = ((X, given) if sample is None else
                      (X[sample], None if given is None else given[sample]))
         n, k = X.shape[0], self.n_clusters_
         self.n_fit_samples_ = n
-        if self.kernel == "rbf":
-            self.gamma_ = (median_heuristic_gamma(X) if self.gamma in ("paper", "seed")
-                           else resolve_gamma(X, self.gamma, random_state=self.random_state))
+        if self._params.kernel == "rbf":
+            self.gamma_ = (median_heuristic_gamma(X) if self._params.gamma == "paper"
+                           else resolve_gamma(X, self._params.gamma,
+                                              random_state=self._params.random_state))
         else:
             self.gamma_ = 0.0
-        joint = k > 2 and (self.multiclass == "joint" or labels is not None)
+        joint = k > 2 and (self._params.multiclass == "joint" or labels is not None)
         # Partial labels with k > 2 break (4.8)'s symmetry: that program stays on cvxpy.
-        on_cvxpy = self.solver != "lowrank" or (joint and labels is not None)
-        self.solver_ = self._cvxpy_solver() if on_cvxpy else "lowrank"
+        on_cvxpy = self._params.solver != "lowrank" or (joint and labels is not None)
+        self.solver_ = ((self._params.solver if self._params.solver != "lowrank" else "scs")
+                        if on_cvxpy else "lowrank")
         self.warnings_: list[str] = []
         kind = ("two-class SDP (3.5)" if k == 2 else f"multi-class SDP (4.8), k={k}" if joint
                 else f"two-class SDP (3.5) by recursive bisection, k={k}")
         report(progress, 0, None, f"building the {kind} for {n} points")
-        K_raw = pairwise_kernel(X, kernel=self.kernel, gamma=self.gamma_)
+        K_raw = pairwise_kernel(X, kernel=self._params.kernel, gamma=self.gamma_)
         report(progress, 1, None, f"solving the {kind} with {self.solver_}")
         last_step = 2
         if k == 2:
@@ -715,8 +734,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if np.unique(self.labels_).size < 2:
             raise SDPSolverError("the relaxed solution put every point in one cluster")
         self.classifier_ = KernelExpansionClassifier.fit(
-            X, self.labels_, kernel=self.kernel, gamma=self.gamma_, C=self._fit_params.C, K=K_raw
-        )
+            X, self.labels_, kernel=self._params.kernel, gamma=self.gamma_, C=self._params.C,
+            K=K_raw)
         self.n_support_ = self.classifier_.n_support
         report(progress, last_step + 1, self.objective_, "trained the out-of-sample SVM")
         self._label_every_point(X_all, sample, progress, last_step + 2)
@@ -734,8 +753,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         copies = None
         if signs is None and self.solver_ == "lowrank":
             copies = copies_of_rows(X)
-        fit = self._two_class(K_raw, signs, balance_limit(K_raw.shape[0], self.class_balance),
-                              progress, copies=copies)
+        limit = balance_limit(K_raw.shape[0], self._params.class_balance)
+        fit = self._two_class(K_raw, signs, limit, progress, copies=copies)
         self.warnings_ += fit.notes
         self.label_matrix_, self.objective_, self.scores_ = fit.M, fit.omega, fit.scores
         self.n_iter_ = fit.n_iter
@@ -744,10 +763,10 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         if fit.rounded_objective is not None:
             self.rounded_objective_ = fit.rounded_objective
         self.labels_ = fit.labels
-        if labels is None and self.spectral_candidate:
+        if labels is None and self._params.spectral_candidate:
             report(progress, 3, fit.omega, "scoring the spectral partition by omega")
             choice = choose_with_spectral_candidate(X, fit.labels, K_raw, self._beta,
-                                                    check_random_state(self.random_state))
+                                                    check_random_state(self._params.random_state))
             self.labels_ = two_cluster_labels(choice.labels)
             self.candidate_objectives_ = choice.objectives
             self.chosen_candidate_ = choice.chosen
@@ -780,20 +799,20 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         else:
             M, omega, notes, n_iter = solve_two_class_sdp(
                 K, beta=self._beta, limit=limit, y_partial=signs, solver=self.solver_,
-                tol=self.tol, max_iter=self.max_iter,
+                tol=self._params.sdp_tol, max_iter=self._params.sdp_max_iter,
             )
-        report(progress, 2, omega, f"rounding the label matrix ({self.rounding})")
+        report(progress, 2, omega, f"rounding the label matrix ({self._params.rounding})")
         scores = psd_factor(M, rank=1)[:, 0]
         if signs is not None:  # orient the eigenvector to agree with the known labels
             if scores[signs != 0] @ signs[signs != 0] < 0:
                 scores = -scores
         elif scores[0] < 0:
             scores = -scores
-        if self.rounding == "randomized":
+        if self._params.rounding == "randomized":
             Z = psd_factor(K)
             y_pm, rounded, _ = randomized_rounding(
                 M, lambda y_: two_class_margin_objective(Z, y_, self._beta), limit=limit,
-                n_trials=self.n_rounding, random_state=self.random_state,
+                n_trials=self._params.n_rounding, random_state=self._params.random_state,
             )
         else:
             y_pm = balanced_signs(scores, limit)
@@ -825,7 +844,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         pairs of guide clusters: one factor row per cluster, a far smaller problem); with a
         cvxpy solver its labels are moved so that no cluster of the guide is cut.
         """
-        rng = check_random_state(self.random_state)
+        rng = check_random_state(self._params.random_state)
         guide = self._bisection_guide(X, CPM3C(portfolio=False), rng, progress, step=1)
         splits: list[_TwoClassFit] = []
 
@@ -839,7 +858,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
             leaf_guide = guide[index]
             start = guided_split(X[index], leaf_guide, rng)
-            limit = max(balance_limit(index.size, self.class_balance), abs(float(start.sum())))
+            limit = max(balance_limit(index.size, self._params.class_balance),
+                        abs(float(start.sum())))
             groups = leaf_guide if np.unique(leaf_guide).size >= 2 else None
             copies = None
             if self.solver_ == "lowrank":  # a point's copies in its guide cluster
@@ -863,9 +883,6 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             self.certificate_ = max(certificates, key=lambda c: c["relative_gap"] or 0.0)
         return events
 
-    def _cvxpy_solver(self) -> str:
-        return "CLARABEL" if self.solver in ("clarabel", "CLARABEL") else "SCS"
-
     def _solve_two_class_lowrank(self, K, limit, signs, progress, groups=None, weights=None):
         from algorithms.lowrank_sdp import solve_two_class_lowrank
 
@@ -875,8 +892,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
         solved = solve_two_class_lowrank(
             K, beta=self._beta, limit=limit, y_partial=signs, groups=groups, weights=weights,
-            tol=self.tol,
-            random_state=self.random_state if self.random_state is not None else 0,
+            tol=self._params.sdp_tol,
+            random_state=self._params.random_state if self._params.random_state is not None else 0,
             on_iteration=on_iteration,
         )
         result = solved.result
@@ -891,11 +908,11 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, 1, objective,
                    f"augmented-Lagrangian iteration {step}: infeasibility {infeasibility:.1e}")
 
-        random_state = self.random_state if self.random_state is not None else 0
+        random_state = self._params.random_state if self._params.random_state is not None else 0
         solved = solve_multiclass_lowrank(
-            K, self.n_clusters_, beta=self._beta, balance=self.size_band,
+            K, self.n_clusters_, beta=self._beta, balance=self._params.size_band,
             start_labels=labels_from_label_matrix(K, self.n_clusters_, random_state),
-            tol=self.tol, random_state=random_state, on_iteration=on_iteration,
+            tol=self._params.sdp_tol, random_state=random_state, on_iteration=on_iteration,
         )
         result = solved.result
         self.certificate_ = result.certificate()
@@ -911,14 +928,15 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             solve = solve_multiclass_sdp_symmetric if labels is None else solve_multiclass_sdp
             extra = {} if labels is None else {"labels": labels}
             M, D, omega, notes, self.n_iter_ = solve(
-                K, self.n_clusters_, beta=self._beta, balance=self.size_band,
-                solver=self.solver_, tol=self.tol, max_iter=self.max_iter, **extra,
+                K, self.n_clusters_, beta=self._beta, balance=self._params.size_band,
+                solver=self.solver_, tol=self._params.sdp_tol,
+                max_iter=self._params.sdp_max_iter, **extra,
             )
         self.warnings_ += notes
         self.label_matrix_, self.assignment_, self.relaxation_objective_ = M, D, omega
         report(progress, 2, omega, "rounding: k-means on the factor of M" if labels is None
                else "rounding: clusters of the unlabeled block of M, matched to the classes")
-        found = labels_from_assignment(D, M, labels, self.n_clusters_, self.random_state, K)
+        found = labels_from_assignment(D, M, labels, self.n_clusters_, self._params.random_state, K)
         if labels is not None:
             known = labels >= 0
             found[known] = labels[known]

@@ -27,7 +27,7 @@ Ben-Hur, Horn, Siegelmann and Vapnik 2001, "A Support Vector Method for Clusteri
    a clustered point first, each joining the cluster of that point (``bounded_svs="chain"``,
    single linkage from the contours); ``"nearest"`` takes the nearest labeled point, and
    ``"outlier"`` marks them ``-1``.
-4. The width. ``gamma`` is the paper's ``q``. ``gamma="auto"`` runs the divisive schedule of
+4. The width. ``gamma`` is the paper's ``q``. ``gamma="schedule"`` runs the divisive schedule of
    section 4: start at ``q = 1 / max_ij ||x_i - x_j||^2`` (one cluster), raise ``q`` until the
    contours split into ``n_clusters`` clusters, and raise ``1/C`` (``p``) whenever single points
    break off or support vectors become too many, so a user need not guess ``q``.
@@ -77,9 +77,11 @@ from algorithms.kernels import (
     resolve_gamma,
     squared_distances,
 )
+from algorithms.params.common import DEPRECATED
 from algorithms.params.svc import (
     SAMPLE_SIZE as SAMPLE_SIZE,
 )
+from algorithms.params.svc import SCHEDULE
 from algorithms.params.svc import (
     Labeling as Labeling,
 )
@@ -92,9 +94,9 @@ from algorithms.params.svc import (
 
 # Kernel entries evaluated per batch of segment points: bounds the memory of a batch.
 _BATCH_ENTRIES = 1 << 22
-# Above this many points the diameter for gamma="auto" is bounded by 2 max ||x - mean||.
+# Above this many points the diameter for gamma="schedule" is bounded by 2 max ||x - mean||.
 _EXACT_DIAMETER_MAX_N = 5000
-# gamma="auto" stops raising p = 1/(NC) here: at p = 1 every point is a bounded SV.
+# gamma="schedule" stops raising p = 1/(NC) here: at p = 1 every point is a bounded SV.
 _MAX_P = 0.95
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
@@ -675,8 +677,8 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
                 p = min(_MAX_P, p + p_step)
                 continue
             warnings.append(
-                f"gamma='auto' could not reach {n_clusters} clusters: small groups keep breaking "
-                f"off at q={q:.4g} even with p={p:.3g}"
+                f"gamma='schedule' could not reach {n_clusters} clusters: small groups keep "
+                f"breaking off at q={q:.4g} even with p={p:.3g}"
             )
             return (with_fragments_merged(best if best is not None else fit,
                                           "the last clean split"), history, warnings)
@@ -685,13 +687,13 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
         if n_big > n_clusters and q_low is not None:
             found = _bisect(solve, q_low, q, p, n_clusters, max_iter - step)
             if found is None:
-                warnings.append(f"gamma='auto' jumped from fewer than {n_clusters} clusters to "
+                warnings.append(f"gamma='schedule' jumped from fewer than {n_clusters} clusters to "
                                 f"{n_big} between q={q_low:.4g} and q={q:.4g}")
                 found = with_fragments_merged(fit, f"the split into {n_big}")
             return found, history, warnings
         if n_big >= n_clusters:
             warnings.append(
-                f"gamma='auto' found {n_big} clusters where {n_clusters} were asked for "
+                f"gamma='schedule' found {n_big} clusters where {n_clusters} were asked for "
                 f"(q={q:.4g}, p={p:.3g})"
             )
             return fit, history, warnings
@@ -699,7 +701,7 @@ def divisive_schedule(X, n_clusters, p, labeling, n_neighbors, n_points, tol, ca
         best = fit
         q *= growth
     warnings.append(
-        f"gamma='auto' stopped after {max_iter} spheres without reaching {n_clusters} clusters"
+        f"gamma='schedule' stopped after {max_iter} spheres without reaching {n_clusters} clusters"
     )
     return (with_fragments_merged(best if best is not None else fit, "the last clean split"),
             history, warnings)
@@ -747,25 +749,29 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     Parameters
     ----------
     n_clusters : int, "auto" or None, default=None
-        Only used by ``gamma="auto"`` (where ``None`` means 2): the schedule stops when the contours
-        split into this many clusters. With a numeric ``gamma`` the number of clusters is whatever
-        the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
+        Only used by ``gamma="schedule"`` (where ``None`` means 2): the schedule stops when the
+        contours split into this many clusters. With a numeric ``gamma`` the number of clusters is
+        whatever the contours give and may differ from ``n_clusters``; read ``n_clusters_``.
         ``"auto"``: the k in ``2..max_clusters`` of largest prediction strength
         (:func:`algorithms.selection.n_clusters.choose_n_clusters`), the target of the schedule.
     max_clusters : int, default=50
         Largest k that ``n_clusters="auto"`` considers. Data with more clusters than this gets a
         coarser k (often 2): raise it when more clusters are possible.
-    gamma : float or {"auto", "scale"}, default="auto"
+    gamma : float or {"schedule", "scale"}, default="schedule"
         The paper's width ``q`` of the kernel (10), ``exp(-q ||x - x'||^2)``: ``gamma = q``.
         ``q`` depends on the units of ``X``: the paper's Table 1 values apply to iris projected on
         its principal components in the original centimetres (centred, not whitened or scaled).
-        ``"auto"`` runs the divisive schedule of section 4 (see :func:`divisive_schedule`).
+        ``"schedule"`` runs the divisive schedule of section 4 (see :func:`divisive_schedule`),
+        which searches ``q`` for ``n_clusters`` clusters; ``"scale"`` is scikit-learn's
+        ``1 / (n_features * X.var())``.
+
+        .. versionchanged:: 0.2 ``"schedule"`` replaces ``"auto"``.
     C : float or None, default=None
         Soft-margin constant of (9). ``C >= 1`` allows no bounded SVs; ``C`` must be at least
         ``1/N``. Give ``C`` or ``p``; with neither, ``C = 1``.
     p : float or None, default=None
         ``p = 1/(N C)`` in (0, 1], the paper's ``1/(NC)``; an upper bound on the share of bounded
-        SVs (16). Under ``gamma="auto"`` it is the starting value, raised by the schedule.
+        SVs (16). Under ``gamma="schedule"`` it is the starting value, raised by the schedule.
     labeling : {"complete", "support_vectors", "knn"}, default="support_vectors"
         Which segments of the adjacency (19) are tested (see the module docstring).
     n_neighbors : int, default=10
@@ -783,22 +789,25 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Fit the sphere on the leading ``n_components`` principal components of the centred data (not
         whitened), as the paper does on iris (section 5, Table 1: "if the data is sparse, it is
         better to use SVC on a low dimensional representation, obtained, e.g. by principal component
-        analysis"). ``"auto"``: the input space; with ``gamma="auto"``, when its contours never give
-        ``n_clusters`` clusters of 5 % of the points, the schedule runs again on the leading
+        analysis"). ``"auto"``: the input space; with ``gamma="schedule"``, when its contours never
+        give ``n_clusters`` clusters of 5 % of the points, the schedule runs again on the leading
         ``n_clusters`` components (``k`` clusters in ``k`` dimensions, as spectral clustering embeds
         them) and the fit with more clusters is kept (with as many, the one whose clusters all hold
         5 % of the points). ``None``: always the input space.
     tol : float, default=1e-4
         libsvm stopping tolerance for the dual (11).
-    max_iter : int, default=200
-        Most spheres solved by ``gamma="auto"`` (per space).
-    solver : {"auto", "exact", "sample"}, default="auto"
-        "exact" fits the sphere and its contours on every point; "sample" on a uniform random
-        sample of ``exact_max_n`` points, and then labels every point by :meth:`predict` (the
-        segment test against the sample's support vectors); "auto" is exact up to
-        ``exact_max_n`` points. ``p`` is the same share of points either way.
-    exact_max_n : int, default=2000
-        Largest n fitted exactly, and the sample size above it.
+    max_spheres : int, default=200
+        Most spheres (one per ``q``) solved by ``gamma="schedule"`` in one space.
+
+        .. versionchanged:: 0.2 Replaces ``max_iter``.
+    exact_max_n : int or None, default=2000
+        Largest n whose sphere and contours are fitted on every point; above it they are fitted
+        on a uniform random sample of ``exact_max_n`` points, and every point is then labelled by
+        :meth:`predict` (the segment test against the sample's support vectors). ``p`` is the
+        same share of points either way. None: always every point.
+
+        .. versionchanged:: 0.2 Replaces ``solver``: ``solver="exact"`` is
+           ``exact_max_n=None``; ``"auto"`` and ``"sample"`` were the same.
     portfolio : bool, default=True
         Keep the best, by the margin, of this partition and the portfolio's candidates
         (:mod:`algorithms.selection.portfolio`; ``candidate_``, ``candidate_scores_``);
@@ -815,7 +824,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_clusters_ : int
         Number of clusters found.
     gamma_ : float
-        The ``q`` used (chosen by the schedule for ``gamma="auto"``).
+        The ``q`` used (chosen by the schedule for ``gamma="schedule"``).
     p_ : float
         The ``1/(NC)`` used; ``C_ = 1 / (N p_)``.
     C_ : float
@@ -850,7 +859,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_iter_ : int
         Spheres solved (1 for a numeric ``gamma``).
     schedule_ : list of dict
-        For ``gamma="auto"``: ``q``, ``p``, clusters, singletons and SV counts at each step.
+        For ``gamma="schedule"``: ``q``, ``p``, clusters, singletons and SV counts at each step.
     warnings_ : list of str
         Schedule problems (the wanted number of clusters was not reached exactly).
     solver_ : str
@@ -887,7 +896,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         n_clusters: int | str | None = None,
         *,
         max_clusters: int = 50,
-        gamma: float | str = "auto",
+        gamma: float | str = "schedule",
         C: float | None = None,
         p: float | None = None,
         labeling: str = "support_vectors",
@@ -896,11 +905,12 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         bounded_svs: str = "chain",
         n_components: int | str | None = "auto",
         tol: float = 1e-4,
-        max_iter: int = 200,
-        solver: str = "auto",
-        exact_max_n: int = SAMPLE_SIZE,
+        max_spheres: int = 200,
+        exact_max_n: int | None = SAMPLE_SIZE,
         portfolio: bool = True,
         random_state: int | np.random.RandomState | None = None,
+        solver: str = DEPRECATED,
+        max_iter: int | str = DEPRECATED,
     ):
         self.n_clusters = n_clusters
         self.max_clusters = max_clusters
@@ -913,22 +923,23 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.bounded_svs = bounded_svs
         self.n_components = n_components
         self.tol = tol
-        self.max_iter = max_iter
-        self.solver = solver
+        self.max_spheres = max_spheres
         self.exact_max_n = exact_max_n
         self.portfolio = portfolio
         self.random_state = random_state
+        self.solver = solver
+        self.max_iter = max_iter
 
     def _start_p(self, n: int) -> float:
-        if self.p is not None:
-            return float(self.p)
-        if problem := soft_margin_problem(self.C, n):
+        if self._params.p is not None:
+            return float(self._params.p)
+        if problem := soft_margin_problem(self._params.C, n):
             raise ValueError(problem)
-        return 1.0 / (n * (1.0 if self.C is None else float(self.C)))
+        return 1.0 / (n * (1.0 if self._params.C is None else float(self._params.C)))
 
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
-        self._validate_params()
+        self._params = self._validated_params()
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         # libsvm expands ||x - x'||^2 = |x|^2 + |x'|^2 - 2 x.x', which loses every digit of a
@@ -937,33 +948,34 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         X_input = X
         self.center_ = X.mean(axis=0)
         X = X - self.center_
-        if self.n_clusters == AUTO and self.gamma == "auto":
+        if self._params.n_clusters == AUTO and self._params.gamma == SCHEDULE:
             k = self._resolve_n_clusters(X, progress)
         else:
             self._forget_n_clusters_choice()
-            k = 2 if self.n_clusters in (None, AUTO) else int(self.n_clusters)
-            check_clustering_input(X, k if self.gamma == "auto" else 2)
+            k = 2 if self._params.n_clusters in (None, AUTO) else int(self._params.n_clusters)
+            check_clustering_input(X, k if self._params.gamma == SCHEDULE else 2)
         # p = 1/(NC) is the share of points outside the sphere: a sample keeps the caller's share.
         p = self._start_p(X.shape[0])
-        sample = fit_sample(X.shape[0], self.solver, self.exact_max_n,
-                            check_random_state(self.random_state))
+        sample = fit_sample(X.shape[0], self._params.exact_max_n,
+                            check_random_state(self._params.random_state))
         self.solver_ = "exact" if sample is None else "sample"
         if sample is not None:
             X = X[sample]
         self.n_fit_samples_ = X.shape[0]
         self.components_ = None
-        if isinstance(self.n_components, int) and self.n_components < X.shape[1]:
-            self.components_ = principal_directions(X, self.n_components)
+        if isinstance(self._params.n_components, int) and self._params.n_components < X.shape[1]:
+            self.components_ = principal_directions(X, self._params.n_components)
             X = X @ self.components_.T
         n = X.shape[0]
-        args = (self.labeling, self.n_neighbors, self.n_segment_points, self.tol, 200.0)
+        args = (self._params.labeling, self._params.n_neighbors, self._params.n_segment_points,
+                self._params.tol, 200.0)
         self.warnings_: list[str] = []
-        if self.gamma == "auto":
+        if self._params.gamma == SCHEDULE:
             fit, self.schedule_, self.warnings_ = self._schedule(X, k, p, args, progress)
-            if self.n_components == "auto" and not fit.substantial and k < X.shape[1]:
+            if self._params.n_components == "auto" and not fit.substantial and k < X.shape[1]:
                 fit, X = self._retry_on_components(X, k, p, args, progress, fit)
         else:
-            q = resolve_gamma(X, self.gamma)
+            q = resolve_gamma(X, self._params.gamma)
             report(progress, 0, None, f"solving the enclosing sphere for {n} points, q={q:.4g}")
             fit = fit_svc(X, q, p, *args, copies_of_rows(X))
             self.schedule_ = []
@@ -982,7 +994,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     progress, step, self.objective_,
                     f"labelled {done:,} of {total:,} points inside the contours"))
             self.outliers_ = np.flatnonzero(~inside)
-        if self.n_clusters is not None:  # a k asked for: the candidates' k
+        if self._params.n_clusters is not None:  # a k asked for: the candidates' k
             self._keep_portfolio_partition(X_input, progress, max(len(self.schedule_), 1) + 1,
                                            n_clusters=k)
         return self
@@ -992,7 +1004,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
             report(progress, first_step + step, None, f"q={q:.4g}, 1/(NC)={p_value:.3g}: "
                    f"{n_found} clusters, {n_small} small ones")
 
-        return divisive_schedule(X, k, p, *args, max_iter=self.max_iter, on_step=on_step)
+        return divisive_schedule(X, k, p, *args, max_iter=self._params.max_spheres, on_step=on_step)
 
     def _retry_on_components(self, X, k, p, args, progress, fit):
         """The schedule again on the leading ``k`` principal components (``n_components="auto"``);
@@ -1034,9 +1046,9 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         self.objective_ = float(1.0 - sphere.beta_k_beta)
         self.n_iter_ = max(len(self.schedule_), 1)
         # With "outlier" the chained clusters still label the stored bounded SVs for predict.
-        join = join_nearest if self.bounded_svs == "nearest" else join_by_chain
+        join = join_nearest if self._params.bounded_svs == "nearest" else join_by_chain
         joined = join(X, fit.labels)
-        self.labels_ = fit.labels if self.bounded_svs == "outlier" else joined
+        self.labels_ = fit.labels if self._params.bounded_svs == "outlier" else joined
         self.n_clusters_ = fit.n_groups
         # Stored for prediction: every point with beta > 0 and its cluster (joined for bounded).
         self._sphere = sphere
@@ -1078,14 +1090,14 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         # support vectors themselves (on the contour) are inside.
         inside = sphere.kernel_sum(X) >= sphere.threshold - sphere.slack
         labels = self._point_labels[_nearest(sphere.points, X, 1)[:, 0]]
-        if self.bounded_svs == "outlier":
+        if self._params.bounded_svs == "outlier":
             labels[~inside] = -1
         free = np.flatnonzero(~sphere.bounded)
         anchors = free if free.size else np.arange(sphere.points.shape[0])
         inside_rows = np.flatnonzero(inside)
         for start in range(0, inside_rows.size, _PREDICT_BLOCK):
             rows = inside_rows[start : start + _PREDICT_BLOCK]
-            near = anchors[_nearest(sphere.points[anchors], X[rows], self.n_neighbors)]
+            near = anchors[_nearest(sphere.points[anchors], X[rows], self._params.n_neighbors)]
             # The nearest anchor joined by an inside segment, tried nearest first: most points
             # reach their nearest one, so testing all n_neighbors segments of every point at
             # once would multiply the kernel sums by about n_neighbors.
@@ -1095,7 +1107,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
                     break
                 anchor = near[open_, rank]
                 ok = segments_inside(sphere, X[rows[open_]], sphere.points[anchor],
-                                     self.n_segment_points)
+                                     self._params.n_segment_points)
                 labels[rows[open_[ok]]] = self._point_labels[anchor[ok]]
                 open_ = open_[~ok]
             if on_rows is not None and start // _PREDICT_BLOCK % _REPORT_EVERY_BLOCKS == 0:

@@ -11,7 +11,8 @@ and only the program named in the region's first line writes between them. Two k
 * measured tables: a benchmark run with ``--write-docs`` captures the Markdown it prints and writes
   it, under a line with the command, the date and the machine (``record``);
 * registry tables: ``python -m benchmarks.docs_pages --params`` writes each algorithm's parameter
-  table and its limits from ``algorithms.registry`` (no fitting, deterministic, so
+  table and its limits from ``algorithms.registry``, and the vocabulary of parameter names
+  (``docs/parameters.md``) (no fitting, deterministic, so
   ``tests/test_docs.py`` can regenerate them in memory and fail when a page is stale).
 """
 
@@ -264,9 +265,57 @@ def registry_regions(name: str) -> dict[str, str]:
             f"{name}-limits": f"{line}\n\n{limits_table(name)}"}
 
 
+PARAMETERS_PAGE = DOCS / "parameters.md"
+
+
+def vocabulary_table() -> str:
+    """Markdown table of every public parameter name: its one meaning, the algorithms that have
+    it, what their descriptions may say differently and why the name was chosen
+    (:data:`algorithms.params.vocabulary.TERMS`)."""
+    from algorithms.params.vocabulary import TERMS
+    from algorithms.registry import REGISTRY
+
+    lines = ["| name | meaning | algorithms | differs between algorithms | why this name |",
+             "|---|---|---|---|---|"]
+    for name in sorted(TERMS, key=str.lower):
+        term = TERMS[name]
+        owners = ", ".join(f"`{a}`" for a in sorted(REGISTRY)
+                           if name in REGISTRY[a].params_model.model_fields)
+        lines.append(f"| `{name}` | {_cell(term.meaning)} | {owners} | "
+                     f"{_cell(term.varies) or '-'} | {_cell(term.why)} |")
+    return "\n".join(lines)
+
+
+def renames_table() -> str:
+    """Markdown table of the old spellings still accepted, with a warning, for one release."""
+    from algorithms.params.vocabulary import renames
+    from algorithms.registry import REGISTRY
+
+    rows: dict[tuple[str, str], list[str]] = {}
+    for old, new, algorithm in renames({a: s.params_model for a, s in REGISTRY.items()}):
+        rows.setdefault((old, new), []).append(algorithm)
+    lines = ["| old spelling | new spelling | algorithms |", "|---|---|---|"]
+    lines += [f"| `{old}` | `{new}` | {', '.join(f'`{a}`' for a in algorithms)} |"
+              for (old, new), algorithms in sorted(rows.items(), key=lambda row: row[0][0].lower())]
+    return "\n".join(lines)
+
+
+def parameters_regions() -> dict[str, str]:
+    """The registry regions of ``docs/parameters.md`` and their content."""
+    line = f"_Generated from the registry by `{PARAMS_COMMAND}`._"
+    return {"parameters-vocabulary": f"{line}\n\n{vocabulary_table()}",
+            "parameters-renamed": f"{line}\n\n{renames_table()}"}
+
+
 def write_registry_tables() -> None:
     from algorithms.registry import algorithm_names
 
+    text = PARAMETERS_PAGE.read_text()
+    for region, body in parameters_regions().items():
+        text = replace_region(text, region, body)
+    PARAMETERS_PAGE.write_text(text)
+    print(f"wrote the vocabulary and the renames in {PARAMETERS_PAGE.relative_to(DOCS.parent)}",
+          file=sys.stderr)
     for name in algorithm_names():
         page = algorithm_page(name)
         text = page.read_text()
@@ -280,7 +329,8 @@ def write_registry_tables() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--params", action="store_true",
-                        help="write every algorithm page's parameter and limits tables")
+                        help="write every algorithm page's parameter and limits tables and "
+                             "docs/parameters.md")
     args = parser.parse_args()
     if not args.params:
         parser.error("nothing to do: give --params")

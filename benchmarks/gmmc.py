@@ -104,7 +104,7 @@ def table_1():
           "paper kernel learning | ours kernel learning | s | largest beta (width) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, (X, y) in datasets().items():
-        runs = [_fit(X, y, width_fraction=f) for f in WIDTH_FRACTIONS]
+        runs = [_fit(X, y, width_factor=f) for f in WIDTH_FRACTIONS]
         best = int(np.argmin([err for _, err, _ in runs]))
         seconds = np.mean([sec for _, _, sec in runs])
         learned, kl_err, kl_sec = _fit(X, y, kernel_learning=True)
@@ -211,7 +211,7 @@ def solver_equivalence(n: int = 60):
     print("| solver | objective sum(gamma) | error % | seconds |")
     print("|---|---|---|---|")
     for solver in ("lowrank", "cvxpy"):
-        model, err, sec = _fit(X, y, solver=solver, width_fraction=0.5)
+        model, err, sec = _fit(X, y, solver=solver, width_factor=0.5)
         print(f"| {solver} | {model.objective_:.6f} | {err:.1f} | {sec:.2f} |")
     print()
 

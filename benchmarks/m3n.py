@@ -79,7 +79,7 @@ def scaling_table(max_positions: int) -> None:
         sequences, states = sample_switching_hmm(0.2, n_sequences=size // 100, length=100,
                                                  random_state=0)
         started = time.perf_counter()
-        model = UnsupervisedM3N(2, n_init=1, random_state=0).fit(sequences)
+        model = UnsupervisedM3N(2, n_restarts=1, random_state=0).fit(sequences)
         elapsed = time.perf_counter() - started
         error = clustering_error(np.concatenate(states), np.concatenate(model.labels_))
         print(f"| {size} | {elapsed:.2f} | {100 * error:.2f} | {model.n_iter_} |", flush=True)

@@ -123,7 +123,7 @@ def robust_moons_problem(n: int):
     X, labels = make_moons(n, noise=0.1, random_state=0)
     y = np.where(labels == 1, 1.0, -1.0)
     y[np.random.RandomState(0).choice(n, n // 10, replace=False)] *= -1
-    return pairwise_kernel(X, kernel="rbf", gamma=resolve_gamma(X, "auto")), y
+    return pairwise_kernel(X, kernel="rbf", gamma=resolve_gamma(X, "local_scaling")), y
 
 
 ROBUST_DATA = {
@@ -247,7 +247,7 @@ def gmmc_table() -> None:
     X, y = load_digits(return_X_y=True)
     for pair in ((3, 8), (1, 7), (8, 9)):
         Xp = X[np.isin(y, pair)]
-        K = pairwise_kernel(Xp, kernel="rbf", gamma=resolve_gamma(Xp, "auto"))
+        K = pairwise_kernel(Xp, kernel="rbf", gamma=resolve_gamma(Xp, "local_scaling"))
         S = eliminate_bias(laplacian_precision(K))
         n = S.shape[0]
         t_own, own = timed(1, solve_gmmc_lowrank, S, random_state=0)

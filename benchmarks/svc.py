@@ -65,7 +65,7 @@ def table_1() -> None:
             print(f"| 1-{components} | {q} | {p} | {labeling} | {model.n_support_} ({sv}) "
                   f"| {model.n_bounded_} ({bsv}) | {model.n_clusters_} | {ours} ({miss}) "
                   f"| {wall:.2f} |")
-        model, wall, _ = _timed(lambda Z=Z: SupportVectorClustering(3, gamma="auto").fit(Z))
+        model, wall, _ = _timed(lambda Z=Z: SupportVectorClustering(3, gamma="schedule").fit(Z))
         ours = round(clustering_error(y, model.labels_) * len(y))
         print(f"| 1-{components} | auto: {model.gamma_:.2f} | auto: {model.p_:.2f} "
               f"| support_vectors | {model.n_support_} | {model.n_bounded_} | {model.n_clusters_} "
@@ -89,7 +89,7 @@ def figure_2() -> None:
     model = SupportVectorClustering(gamma=3.5, C=1.0).fit(X)
     print(f"| (a) q=3.5, C=1 | support_vectors | {model.n_clusters_} | 0 "
           f"| {round(clustering_error(y, model.labels_) * len(y))} (all points) | - | - |")
-    model, wall, _ = _timed(lambda: SupportVectorClustering(3, gamma="auto",
+    model, wall, _ = _timed(lambda: SupportVectorClustering(3, gamma="schedule",
                                                             bounded_svs="outlier").fit(X))
     inliers = model.labels_ >= 0
     errors = round(clustering_error(y[inliers], model.labels_[inliers]) * inliers.sum())
@@ -124,9 +124,9 @@ def defaults_scaling(sizes: list[int], exact_max_n: int) -> None:
     clusterers = {
         "k-means": scikit_learn_peers()["k-means"],
         "defaults": registry_clusterer("svc"),
-        "exact": lambda X, k, seed: SupportVectorClustering(k, solver="exact").fit(X).labels_,
+        "exact": lambda X, k, seed: SupportVectorClustering(k, exact_max_n=None).fit(X).labels_,
     }
-    print("\n| set | n | k-means ARI (s) | svc defaults ARI (s) | svc solver='exact' ARI (s) |"
+    print("\n| set | n | k-means ARI (s) | svc defaults ARI (s) | svc exact_max_n=None ARI (s) |"
           "\n|---|---|---|---|---|")
     for n in sizes:
         for data in large_sets(n):

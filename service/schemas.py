@@ -234,6 +234,9 @@ class AlgorithmDescription(BaseModel):
     timeout_seconds: int
     accepts_sparse: bool
     params_schema: dict[str, Any]
+    renamed: dict[str, str] = Field(description=(
+        "Old spellings that params still accept for one release, with a warning, and the new "
+        "spelling each becomes: a parameter name, or name='value' for a value."))
     notes: dict[str, str]
 
 

@@ -240,8 +240,8 @@ def several_seconds(seed: int, n_init: int = 16, callback_url: str | None = None
     starts took 2.8 s, inside the 3 s grace of a shutdown)."""
     X = np.random.default_rng(seed).normal(size=(1500, 5))
     body = {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": n_init, "max_iter": 100, "random_state": seed,
-                                     "C": 2000.0,
+                          "params": {"n_init": n_init, "max_alternations": 100,
+                                     "random_state": seed, "C": 2000.0,
                                      "gamma": "paper", "init": "k-means",
                                      # iterSVR's own fit, as in the paper: the job's time and
                                      # memory (under its 50 MB cap) are the method's alone

@@ -360,7 +360,7 @@ def test_progress_is_reported_every_cutting_plane_iteration(digits):
         ({}, [[1.0, 1.0]] * 6, "identical"),
         ({"n_clusters": 1}, [[0.0], [1.0], [2.0]], "n_clusters"),
         ({"C": -1.0}, [[0.0], [1.0], [2.0]], "C"),
-        ({"epsilon": 0.0}, [[0.0], [1.0], [2.0]], "epsilon"),
+        ({"cutting_plane_tol": 0.0}, [[0.0], [1.0], [2.0]], "cutting_plane_tol"),
         ({"kernel": "poly"}, [[0.0], [1.0], [2.0]], "kernel"),
     ],
 )

@@ -26,6 +26,13 @@ def test_algorithm_page_tables_match_the_registry(name):
             f"{region} in {page.name} is stale: run `{docs_pages.PARAMS_COMMAND}`")
 
 
+def test_the_parameter_vocabulary_page_matches_the_registry():
+    text = docs_pages.PARAMETERS_PAGE.read_text()
+    for region, expected in docs_pages.parameters_regions().items():
+        assert docs_pages.read_region(text, region).strip() == expected.strip(), (
+            f"{region} in parameters.md is stale: run `{docs_pages.PARAMS_COMMAND}`")
+
+
 def test_generated_regions_are_closed_and_unique():
     for page in DOCS.rglob("*.md"):
         text = page.read_text()

@@ -121,7 +121,7 @@ def test_lowrank_and_scaled_cvxpy_solve_the_same_problem_as_a_direct_solve_of_10
 def test_inaccurate_solve_is_reported_in_warnings_and_as_convergence_warning():
     X, _ = two_gaussians()
     with pytest.warns(ConvergenceWarning, match="augmented-Lagrangian"):
-        model = GMMC(max_iter=1, random_state=0).fit(X)
+        model = GMMC(lowrank_max_iter=1, random_state=0).fit(X)
     assert model.solver_status_ == "inaccurate"
     assert any("duality gap" in message for message in model.warnings_)
     assert model.result_extras()["warnings"] == model.warnings_
@@ -135,7 +135,7 @@ def test_failed_conic_solve_raises_instead_of_returning_labels():
 
 def test_certified_solve_has_no_warnings_and_a_small_duality_gap():
     X, _ = two_gaussians()
-    model = GMMC(gamma="paper", width_fraction=0.3, random_state=0).fit(X)
+    model = GMMC(gamma="paper", width_factor=0.3, random_state=0).fit(X)
     assert model.warnings_ == [] and model.solver_status_ == "optimal"
     assert model.duality_gap_ < 1e-6
 
@@ -171,7 +171,7 @@ def test_table_1_error_with_the_best_width_is_within_the_issue_bound(
     # The paper's method: (10)'s labels alone. With the spectral candidate at these wide widths
     # the margin objective prefers the spectral partition on three rows (jointed circles 10 %,
     # two Gaussians 3.75 %, digits 8-9 10.2 %).
-    model = GMMC(gamma="paper", width_fraction=fraction, spectral_candidate=False,
+    model = GMMC(gamma="paper", width_factor=fraction, spectral_candidate=False,
                  portfolio=False, random_state=0).fit(X)
     error = 100 * clustering_error(y, model.labels_)
     assert error <= bound + 1e-9

@@ -44,7 +44,8 @@ def tiny(seed: int) -> dict:
 def long_running(seed: int) -> dict:
     X = np.random.default_rng(seed).normal(size=(1500, 5))
     return {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": 100, "max_iter": 1000, "random_state": seed}},
+                          "params": {"n_init": 100, "max_alternations": 1000,
+                                     "random_state": seed}},
             "data": {"X": X.tolist()}}
 
 

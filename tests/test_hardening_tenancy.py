@@ -168,7 +168,7 @@ def test_another_tenants_job_model_and_dataset_answer_404(tenants):
 def long_job(seed: int) -> dict:
     # 900 x 5 = 4,500 values (under the cap of 5,000) and enough restarts to run for a while.
     X = np.random.default_rng(seed).normal(size=(900, 5)).tolist()
-    return job(X, n_init=100, max_iter=1000, random_state=seed)
+    return job(X, n_init=100, max_alternations=1000, random_state=seed)
 
 
 def test_per_tenant_cap_on_active_jobs_is_429_with_retry_after(tenants):

@@ -81,7 +81,7 @@ def test_two_class_sdp_with_s1_s2_matches_clarabel():
     limit = balance_limit(n, 0.2)
     low = solve_two_class_lowrank(K, beta=0.01, limit=limit, y_partial=partial, tol=1e-4)
     M, omega, _, _ = solve_two_class_sdp(K, beta=0.01, limit=limit, y_partial=partial,
-                                         solver="CLARABEL", tol=1e-8)
+                                         solver="clarabel", tol=1e-8)
     assert abs(low.omega - omega) <= 1e-3 * abs(omega)
     assert np.array_equal(_signs(low.M), _signs(M))
     # S1 holds on the labeled block; S2 for every unlabeled point.
@@ -147,7 +147,7 @@ def test_estimator_reports_the_certificate_in_result_extras():
     assert cert["lower_bound"] <= cert["objective"]
     assert cert["dual_slack_min_eig"] is not None and cert["rank"] >= 1
     # SCS at the estimator's default tol 1e-3 is itself 4e-3 off here; at 1e-5 it is not.
-    reference = SDPMMC(solver="scs", tol=1e-5, random_state=0).fit(X)
+    reference = SDPMMC(solver="scs", sdp_tol=1e-5, random_state=0).fit(X)
     assert np.array_equal(model.labels_, reference.labels_)
     assert abs(model.objective_ - reference.objective_) <= 1e-3 * abs(reference.objective_)
 
@@ -255,7 +255,7 @@ def robust_solutions(request):
     uses_factor = factored is not None and factored_is_cheaper(y.size, 4, factored.shape[1])
     assert uses_factor == (request.param == "rings")
     return K, y, {method: (solve_robust_sdp(K, y, 10.0, method=method, solver="lowrank"),
-                           solve_robust_sdp(K, y, 10.0, method=method, solver="clarabel"))
+                           solve_robust_sdp(K, y, 10.0, method=method, solver="CLARABEL"))
                   for method in ("reh", "rod")}
 
 

@@ -134,7 +134,7 @@ def test_balanced_viterbi_keeps_every_state_within_the_balance_bounds():
         E[0] += 3.0  # state 0 wins almost everywhere without the constraint
         T = 0.3 * rng.randn(k, k)
         assert np.bincount(viterbi(batch, emission_scores(batch, E), T), minlength=k)[0] > 60
-        counts = np.bincount(balanced_viterbi(batch, E, T, epsilon=epsilon), minlength=k)
+        counts = np.bincount(balanced_viterbi(batch, E, T, size_band=epsilon), minlength=k)
         low, high = balance_bounds(batch.n_positions, k, epsilon)
         assert np.all((counts >= low) & (counts <= high)), (k, counts, low, high)
 
@@ -213,8 +213,8 @@ def test_exact_path_raises_the_shared_solver_error_with_the_status():
     with pytest.raises(SDPSolverError, match="user_limit"):
         UnsupervisedM3N(2, method="exact", solver="clarabel", sdp_max_iter=10).fit(sequences)
     with pytest.raises(SDPSolverError, match="MOSEK"):
-        solve_cdhmm_relaxation(SequenceBatch(sequences), 2, 2, beta=0.01, epsilon=0.1,
-                               pair_epsilon=0.3, solver="MOSEK")
+        solve_cdhmm_relaxation(SequenceBatch(sequences), 2, 2, beta=0.01, size_band=0.1,
+                               pair_size_band=0.3, solver="MOSEK")
 
 
 @pytest.mark.parametrize(("sequences", "n_states", "words"), [

@@ -39,7 +39,7 @@ def test_m3n_rejects_empty_sequences_and_foreign_symbols(service_url):
     few_states = {"algorithm": {"name": "m3n", "params": {"n_states": 1}},
                   "data": {"sequences": [[0, 1, 0]]}}
     assert httpx.post(f"{service_url}/v1/jobs", json=few_states, timeout=30.0).status_code == 422
-    result = run_job(service_url, {"algorithm": {"name": "m3n", "params": {"n_init": 1}},
+    result = run_job(service_url, {"algorithm": {"name": "m3n", "params": {"n_restarts": 1}},
                                    "data": {"sequences": [[0, 1, 0, 1, 1, 0]]}}, timeout=120)
     predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
                            json={"sequences": [[0, 5]]}, timeout=30.0)

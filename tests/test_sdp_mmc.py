@@ -183,7 +183,7 @@ def test_semi_supervised_multiclass_keeps_labels_and_names_clusters_by_class():
     model = SDPMMC(n_clusters=3, random_state=0, **PAPER_SETTING).fit(X, partial)
     known = partial >= 0
     assert np.array_equal(model.labels_[known], partial[known])
-    assert model.solver_ == "SCS"  # labels break (4.8)'s symmetry: the cvxpy formulation
+    assert model.solver_ == "scs"  # labels break (4.8)'s symmetry: the cvxpy formulation
     # Cluster r is class r (no matching). Baselines: the SVM on the 6 labeled points and k-means
     # both get every unlabeled point right. The former rounding (argmax of D plus affinity to
     # the labeled points) did not spread the labels (M between labeled and unlabeled points
@@ -220,7 +220,7 @@ def test_semi_supervised_multiclass_labels_do_not_hang_on_the_solvers_early_stop
     unknown = partial < 0
     errors = []
     for tol in (1e-3, 1e-4):
-        model = SDPMMC(n_clusters=3, random_state=0, tol=tol, max_iter=100_000,
+        model = SDPMMC(n_clusters=3, random_state=0, sdp_tol=tol, sdp_max_iter=100_000,
                        **PAPER_SETTING).fit(X, partial)
         errors.append(np.mean(model.labels_[unknown] != y[unknown]))
     svm = SVC(C=100.0, gamma=model.gamma_).fit(X[~unknown], partial[~unknown])
@@ -254,7 +254,7 @@ def test_labels_that_break_the_balance_are_refused_before_any_solve(k, multiclas
 
 def test_inaccurate_solve_is_reported_in_warnings():
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
-    model = SDPMMC(solver="scs", max_iter=10).fit(X)
+    model = SDPMMC(solver="scs", sdp_max_iter=10).fit(X)
     assert any("optimal_inaccurate" in w for w in model.warnings_)
     assert model.result_extras()["warnings"] == model.warnings_
 

@@ -32,7 +32,8 @@ def slow_payload(seed: int) -> dict:
     """An iterSVR job that runs for a long time (many restarts of a 1,500-point exact kernel)."""
     X = np.random.default_rng(seed).normal(size=(1500, 5))
     return {"algorithm": {"name": "itersvr",
-                          "params": {"n_init": 100, "max_iter": 1000, "random_state": seed}},
+                          "params": {"n_init": 100, "max_alternations": 1000,
+                                     "random_state": seed}},
             "data": {"X": X.tolist()}}
 
 

@@ -134,10 +134,10 @@ def test_gamma_auto_finds_three_iris_clusters_on_two_components(iris):
     X, y = iris_pcs(iris, 2)
     progress = []
     # portfolio=False: the schedule's own sphere (the accepted deviation is the method's).
-    model = SupportVectorClustering(3, gamma="auto", portfolio=False).fit(
+    model = SupportVectorClustering(3, gamma="schedule", portfolio=False).fit(
         X, progress=lambda step, objective, message: progress.append((step, message))
     )
-    # Issue acceptance: <= 8 misclassified with gamma="auto" and k = 3. We get 6 (5 with
+    # Issue acceptance: <= 8 misclassified with gamma="schedule" and k = 3. We get 6 (5 with
     # bounded_svs="nearest").
     assert model.n_clusters_ == 3
     assert misclassified(y, model.labels_) <= 8
@@ -275,7 +275,7 @@ def test_predict_reproduces_training_labels_and_marks_far_points(iris):
 
 def test_model_round_trip_predicts_identically(iris):
     X, _ = iris_pcs(iris, 2)
-    model = SupportVectorClustering(3, gamma="auto").fit(X)
+    model = SupportVectorClustering(3, gamma="schedule").fit(X)
     meta, arrays = model.to_model()
     restored = model_from_export(meta, npz_bytes_to_arrays(arrays_to_npz_bytes(arrays)))
     assert isinstance(restored, SupportVectorClustering)
@@ -362,7 +362,7 @@ def test_bad_data_is_rejected_with_a_message_that_says_what_to_fix():
     with pytest.raises(ValueError, match="1/N"):
         SupportVectorClustering(gamma=1.0, C=0.01).fit(points)
     with pytest.raises(ValueError, match="n_clusters"):
-        SupportVectorClustering(5, gamma="auto").fit([[0.0], [1.0], [2.0]])
+        SupportVectorClustering(5, gamma="schedule").fit([[0.0], [1.0], [2.0]])
     fitted = SupportVectorClustering(gamma=1.0).fit(points)
     with pytest.raises(ValueError, match="features"):
         fitted.predict(np.zeros((3, 5)))
@@ -372,8 +372,8 @@ def test_registered_on_the_fast_queue_with_exact_fits_limited_below_sampled_ones
     spec = get_spec("svc")
     assert spec.estimator is SupportVectorClustering and spec.queue == "fast"
     limit = {name: spec.max_n_for(spec.parse_params(params)) for name, params in {
-        "sampled": {}, "exact": {"solver": "exact"},
-        "exact complete": {"solver": "exact", "labeling": "complete"},
+        "sampled": {}, "exact": {"exact_max_n": None},
+        "exact complete": {"exact_max_n": None, "labeling": "complete"},
         "large sample": {"exact_max_n": 20_000},
     }.items()}
     assert limit["exact complete"] < limit["exact"] < limit["sampled"]
@@ -400,7 +400,7 @@ def test_large_n_path_fits_a_sample_and_labels_every_point_by_predict():
                                np.sort(free, axis=0))
     again = SupportVectorClustering(2, exact_max_n=300, random_state=0).fit(X)
     np.testing.assert_array_equal(again.labels_, model.labels_)
-    assert SupportVectorClustering(2, solver="exact").fit(X[:200]).solver_ == "exact"
+    assert SupportVectorClustering(2, exact_max_n=None).fit(X[:200]).solver_ == "exact"
 
 
 def test_sampled_outliers_are_every_point_outside_the_sphere():

@@ -17,12 +17,12 @@ def iris_two_components():
 
 def test_svc_job_finds_three_iris_clusters_and_its_model_predicts(service_url):
     X, y = iris_two_components()
-    payload = {"algorithm": {"name": "svc", "params": {"n_clusters": 3, "gamma": "auto",
+    payload = {"algorithm": {"name": "svc", "params": {"n_clusters": 3, "gamma": "schedule",
                                                        "portfolio": False}},
                "data": {"X": X.tolist()}}
     result = run_job(service_url, payload, timeout=180)
     labels = np.asarray(result["labels"])
-    # Issue acceptance for gamma="auto", k = 3 on iris (2 components): <= 8 misclassified.
+    # Issue acceptance for gamma="schedule", k = 3 on iris (2 components): <= 8 misclassified.
     assert round(clustering_error(y, labels) * len(y)) <= 8
     extras = result["extras"]
     assert extras["n_clusters"] == 3 and extras["n_support"] >= 1
@@ -60,7 +60,7 @@ def test_svc_rejects_c_and_p_together_before_queueing(service_url):
 
 def test_svc_exact_complete_labeling_refuses_more_points_than_its_limit(service_url):
     X = np.random.default_rng(0).normal(size=(3001, 2)).round(3)
-    params = {"labeling": "complete", "gamma": 1.0, "solver": "exact"}
+    params = {"labeling": "complete", "gamma": 1.0, "exact_max_n": None}
     payload = {"algorithm": {"name": "svc", "params": params}, "data": {"X": X.tolist()}}
     response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
     assert response.status_code == 422, response.text

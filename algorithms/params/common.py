@@ -87,16 +87,18 @@ KernelParam = Annotated[
 # A width must be a positive finite number: 1e400 parses as inf and NaN is valid JSON to Python,
 # and either would only fail later in a worker (and echo back as invalid JSON).
 PositiveFloat = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
+# The named widths. Only 'scale' is scikit-learn's rule; scikit-learn's 'auto' (1 / n_features)
+# is none of these, so no width here is called 'auto'.
+LOCAL_SCALING = "local_scaling"
+GAMMA_DESCRIPTION = (
+    "RBF width, exp(-gamma ||x - x'||^2) (a number means what it means in scikit-learn). "
+    "'local_scaling': gamma = 1 / (2 sigma^2), sigma the median distance from a point to its "
+    "7th nearest neighbour; 'paper': the width heuristic of the algorithm's paper; 'scale': "
+    "scikit-learn's 1 / (n_features * X.var())."
+)
 GammaParam = Annotated[
-    PositiveFloat | Literal["auto", "paper", "scale"],
-    Field(
-        description=(
-            "RBF width as in scikit-learn, exp(-gamma ||x - x'||^2). 'auto' is the algorithm's "
-            "data-adaptive default (1 / (2 sigma^2), sigma the median distance from a point to "
-            "its 7th nearest neighbour); 'paper' is the width heuristic of the algorithm's "
-            "paper; 'scale' is 1 / (n_features * X.var())."
-        )
-    ),
+    PositiveFloat | Literal["local_scaling", "paper", "scale"],
+    Field(description=GAMMA_DESCRIPTION),
 ]
 RandomStateParam = Annotated[
     int | None, Field(ge=0, le=2**32 - 1, description="Seed for reproducible runs.")
@@ -109,10 +111,12 @@ PortfolioParam = Annotated[bool, Field(description=(
     "the SVM trained on it. With more than two clusters, the bisection methods (itersvr, "
     "sdp_mmc, gmmc) start from the best candidate and refine it. False: the method's own "
     "partition, as in its paper. Ignored when partial labels are given."))]
-# How many points a method with a large-n path clusters: all ("exact"), a uniform random sample of
-# ``exact_max_n`` whose model then labels every point ("sample"), or exact up to ``exact_max_n``
-# and sampled above ("auto").
-SampleSolver = Literal["auto", "exact", "sample"]
+# The types of the names several algorithms share (their meanings: algorithms.params.vocabulary).
+ExactMaxN = Annotated[int | None, Field(ge=2, le=20000)]
+MaxAlternations = Annotated[int, Field(ge=1, le=1000)]
+CuttingPlaneTol = Annotated[float, Field(gt=0, le=1)]
+SDPTol = Annotated[float, Field(gt=0, le=1e-1)]
+SDPMaxIter = Annotated[int, Field(ge=10, le=200000)]
 
 
 # The default of a renamed parameter that ``__init__`` still accepts for one release.
@@ -124,15 +128,31 @@ def is_unset(value: Any) -> bool:
     return isinstance(value, str) and value == DEPRECATED
 
 
-# Values renamed in every model that has the parameter (old value -> new value).
+# Values renamed in every model that has the parameter (old value -> new value); a model's
+# ``renamed_values`` adds to them or overrides them.
 RENAMED_VALUES: dict[str, dict[str, str]] = {
-    "gamma": {"seed": "paper"},
+    "gamma": {"seed": "paper", "auto": LOCAL_SCALING},
     "solver": {"cvxpy": "scs", "SCS": "scs", "CLARABEL": "clarabel"},
 }
 
+# What a conversion of a renamed parameter returns when the old value asks for nothing that the
+# new parameter does not already say (``solver="auto"`` beside ``exact_max_n``).
+UNCHANGED = object()
 
 # Old parameter name -> (new name, conversion of the value or None).
 Renames = Mapping[str, tuple[str, Callable[[Any], Any] | None]]
+RenamedValues = Mapping[str, Mapping[str, str]]
+
+
+def exact_max_n_of_sampling(solver: Any) -> Any:
+    """The ``exact_max_n`` of the sampling mode that iterSVR and SVC called ``solver``:
+    ``"exact"`` clusters every point (``exact_max_n=None``); ``"auto"`` and ``"sample"`` sampled
+    above ``exact_max_n`` points alike, which ``exact_max_n`` alone says now."""
+    if solver == "exact":
+        return None
+    if solver in ("auto", "sample"):
+        return UNCHANGED
+    return solver
 
 
 def reciprocal(value: Any) -> Any:
@@ -164,14 +184,17 @@ class AlgorithmParams(BaseModel):
     A model is the one source of truth for its algorithm's parameters: name, default, bounds and
     a one-line meaning (``description``); the estimator's ``__init__`` and docstring agree with
     it (``tests/test_params.py``). Renamed parameters and values keep working for one release:
-    ``renamed`` maps an old name to ``(new name, conversion or None)``; the values of
-    ``RENAMED_VALUES`` are translated; either raises a ``DeprecationWarning``.
+    ``renamed`` maps an old name to ``(new name, conversion or None)`` (a conversion that
+    returns ``UNCHANGED`` leaves the new parameter as given); the values of ``RENAMED_VALUES``
+    and of the model's ``renamed_values`` are translated; either raises a
+    ``DeprecationWarning``. This is the one place where a deprecated spelling is translated.
     """
 
     # Every float parameter is finite: no inf or NaN reaches a worker or a stored record.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     renamed: ClassVar[Renames] = {}
+    renamed_values: ClassVar[RenamedValues] = {}
     # Parameters of ``__init__`` that only the library takes (an estimator object, say): not
     # part of the API's schema.
     library_only: ClassVar[tuple[str, ...]] = ()
@@ -192,10 +215,13 @@ class AlgorithmParams(BaseModel):
                           + (" (with the value converted)" if convert else "")
                           + "; the old name stops working in the next release",
                           DeprecationWarning, stacklevel=4)
-            data[new] = convert(value) if convert else value
-        for name, values in RENAMED_VALUES.items():
+            value = convert(value) if convert else value
+            if value is not UNCHANGED:
+                data[new] = value
+        for name in cls.model_fields:
+            values = {**RENAMED_VALUES.get(name, {}), **cls.renamed_values.get(name, {})}
             value = data.get(name)
-            if name in cls.model_fields and isinstance(value, str) and value in values:
+            if isinstance(value, str) and value in values:
                 warnings.warn(f"{name}={value!r} is renamed {name}={values[value]!r}; the old "
                               "value stops working in the next release",
                               DeprecationWarning, stacklevel=4)

@@ -10,26 +10,40 @@ from pydantic import Field
 from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
-    GammaParam,
+    CuttingPlaneTol,
     KernelParam,
     MaxClusters,
     NClustersOrAuto,
     PortfolioParam,
+    PositiveFloat,
     RandomStateParam,
+    RenamedValues,
     Renames,
 )
+
+# gamma="wide_local_scaling": the local-scaling sigma times this (see algorithms.cpm3c).
+WIDE_LOCAL_SCALING = "wide_local_scaling"
 
 
 class CPM3CParams(AlgorithmParams):
     """Parameters of :class:`CPM3C` (meanings and defaults: see the class)."""
 
     renamed: ClassVar[Renames] = {"n_components": ("n_landmarks", None),
-                                  "class_balance": ("score_balance", None)}
+                                  "class_balance": ("score_balance", None),
+                                  "epsilon": ("cutting_plane_tol", None),
+                                  "max_iter": ("max_cutting_plane_iter", None)}
+    renamed_values: ClassVar[RenamedValues] = {"gamma": {"auto": WIDE_LOCAL_SCALING}}
 
     n_clusters: NClustersOrAuto = 2
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
-    gamma: GammaParam = "auto"
+    gamma: PositiveFloat | Literal["wide_local_scaling", "local_scaling", "paper", "scale"] = (
+        Field(WIDE_LOCAL_SCALING, description=(
+            "RBF width, exp(-gamma ||x - x'||^2) (a number means what it means in "
+            "scikit-learn). 'wide_local_scaling': the local-scaling sigma (median distance to "
+            "the 7th nearest neighbour) doubled, gamma = 1 / (8 sigma^2); 'local_scaling': "
+            "gamma = 1 / (2 sigma^2); 'paper': sigma = width_factor * D, gamma = 1 / sigma^2; "
+            "'scale': scikit-learn's 1 / (n_features * X.var()).")))
     width_factor: float = Field(
         1.0, gt=0, le=100,
         description="For kernel='rbf', gamma='paper': sigma = width_factor * D, gamma = 1/sigma^2.",
@@ -70,14 +84,17 @@ class CPM3CParams(AlgorithmParams):
             "largest difference between two clusters' mean scores."
         ),
     )
-    epsilon: float = Field(
-        0.01, gt=0, le=1,
-        description="Cutting-plane precision: stop when no constraint is violated by more.",
+    cutting_plane_tol: CuttingPlaneTol = Field(
+        0.01,
+        description="Cutting-plane precision: stop when no constraint is violated by more than "
+        "this (the paper's epsilon, per point).",
     )
     cccp_tol: float = Field(
         0.01, gt=0, lt=1, description="CCCP stops when the objective improves by less (0.01)."
     )
-    max_iter: int = Field(200, ge=1, le=10000, description="Cutting-plane iterations.")
+    max_cutting_plane_iter: int = Field(
+        200, ge=1, le=10000,
+        description="Most cutting-plane iterations (one most violated constraint added each).")
     max_cccp_iter: int = Field(30, ge=1, le=1000, description="CCCP steps per iteration.")
     n_init: int = Field(10, ge=1, le=100, description="k-means runs in the pool of starts.")
     supervised_start: bool = Field(

@@ -3,7 +3,7 @@ by the API's request schema."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,13 +14,19 @@ from algorithms.params.common import (
     PortfolioParam,
     PositiveFloat,
     RandomStateParam,
+    Renames,
     SampledFitParams,
+    SDPTol,
 )
 
 
 class GMMCParams(SampledFitParams):
     """Parameters of :class:`GMMC` (the paper's defaults are in its sections 3 and 4)."""
 
+    renamed: ClassVar[Renames] = {"width_fraction": ("width_factor", None),
+                                  "C": ("C_svm", None),
+                                  "max_iter": ("lowrank_max_iter", None),
+                                  "tol": ("sdp_tol", None)}
     library_only = ("guide",)
 
     n_clusters: NClustersOrAuto = Field(
@@ -30,17 +36,19 @@ class GMMCParams(SampledFitParams):
         "strength (not with kernel_learning).")
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: Literal["rbf"] = Field("rbf", description="RBF affinities (the paper's only kernel).")
-    gamma: PositiveFloat | Literal["auto", "paper"] = Field(
-        "auto",
+    gamma: PositiveFloat | Literal["local_scaling", "paper"] = Field(
+        "local_scaling",
         description=(
-            "RBF width exp(-gamma ||x-x'||^2); 'auto': the shared local-scaling width (sigma = "
-            "median distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': "
-            "sigma = width_fraction x range of pairwise distances (section 4). Ignored with "
-            "kernel_learning."
+            "RBF width exp(-gamma ||x-x'||^2) (a number means what it means in scikit-learn); "
+            "'local_scaling': gamma = 1 / (2 sigma^2), sigma the median distance from a point to "
+            "its 7th nearest neighbour; 'paper': sigma = width_factor x the range of pairwise "
+            "distances, gamma = 1 / (2 sigma^2) (section 4). Ignored with kernel_learning."
         ),
     )
-    width_fraction: float = Field(
-        0.2, gt=0, le=10, description="sigma as a fraction of the distance range (gamma='paper')."
+    width_factor: float = Field(
+        0.2, gt=0, le=10,
+        description="For gamma='paper': sigma = width_factor x D, D the range (max - min) of "
+        "the pairwise distances (section 4; Shi and Malik's 0.1 to 0.2)."
     )
     degree_regularization: float = Field(
         1.0, ge=0, le=100,
@@ -59,14 +67,22 @@ class GMMCParams(SampledFitParams):
         "lowrank", description="Burer-Monteiro augmented Lagrangian, or the scaled SDP for SCS."
     )
     rank: int | None = Field(None, ge=1, le=200, description="Factor rank (lowrank solver).")
-    max_iter: int = Field(50, ge=1, le=1000, description="Augmented-Lagrangian iterations.")
+    lowrank_max_iter: int = Field(
+        50, ge=1, le=1000,
+        description="solver='lowrank': most augmented-Lagrangian iterations of one solve of (10).")
     kernel_max_iter: int = Field(30, ge=1, le=500, description="Kernel-learning iterations.")
-    tol: float = Field(1e-6, gt=0, le=1e-1, description="Relative duality gap / residual.")
-    C: float = Field(100.0, gt=0, le=1e7, description="C of the out-of-sample SVM.")
+    sdp_tol: SDPTol = Field(
+        1e-6,
+        description="Stopping tolerance of the SDP solver: the relative duality gap and residual "
+        "of an 'optimal' solve of solver='lowrank' (SCS runs at its own eps 1e-7).")
+    C_svm: float = Field(
+        100.0, gt=0, le=1e7,
+        description="C of the out-of-sample SVM trained on the found labels, which also scores "
+        "the spectral candidate; not a weight of (10), whose weights are C_e and C_delta.")
     spectral_candidate: bool = Field(
         True,
         description="Two clusters without kernel learning: also score the spectral partition of "
-        "the kNN graph by the soft-margin objective of the out-of-sample SVM (C) and keep "
+        "the kNN graph by the soft-margin objective of the out-of-sample SVM (C_svm) and keep "
         "whichever labeling has the smaller (false: the labels of (10) alone, as in the paper).",
     )
     exact_max_n: int | None = Field(

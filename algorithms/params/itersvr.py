@@ -3,32 +3,37 @@ and by the API's request schema."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
+    ExactMaxN,
     GammaParam,
     KernelParam,
+    MaxAlternations,
     MaxClusters,
     NClustersOrAuto,
     PortfolioParam,
     RandomStateParam,
-    SampleSolver,
+    Renames,
+    exact_max_n_of_sampling,
 )
 
 
 class IterSVRParams(AlgorithmParams):
     """Parameters of :class:`IterSVR` (the paper's defaults are in its section 4)."""
 
+    renamed: ClassVar[Renames] = {"solver": ("exact_max_n", exact_max_n_of_sampling),
+                                  "max_iter": ("max_alternations", None)}
     library_only = ("guide",)
 
     n_clusters: NClustersOrAuto = 2
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
-    gamma: GammaParam = "auto"
+    gamma: GammaParam = "local_scaling"
     width_factor: float = Field(
         3.0, gt=0, le=100,
         description="For gamma='paper': sigma = width_factor * D (the paper uses 2 to 5).",
@@ -46,18 +51,15 @@ class IterSVRParams(AlgorithmParams):
         description="l / n in -l <= e^T y <= l (paper: 0.03 balanced, 0.3 unbalanced data).",
     )
     n_init: int = Field(10, ge=1, le=100, description="k-means restarts for the initial labels.")
-    max_iter: int = Field(50, ge=1, le=1000, description="SVR iterations per split.")
-    solver: SampleSolver = Field(
-        "auto",
-        description=(
-            "'exact': cluster every point (kernel matrix of all points); 'sample': cluster a "
-            "random sample of exact_max_n points and label the rest by the SVM tree; 'auto': "
-            "exact up to exact_max_n points, sample above."
-        ),
-    )
-    exact_max_n: int = Field(
-        1500, ge=2, le=20000,
-        description="Largest n clustered exactly; the sample size above it.",
+    max_alternations: MaxAlternations = Field(
+        50,
+        description="Most rounds of each split's alternation (fit the SVR to the labels, "
+        "relabel by the sign of its output); a split stops earlier when no label changes.")
+    exact_max_n: ExactMaxN = Field(
+        1500,
+        description="Largest n clustered over every point (the kernel matrix of all points); "
+        "above it, a uniform random sample of exact_max_n points is clustered and every point "
+        "is labelled by the SVM tree (section 3.2.1). null: always every point.",
     )
     portfolio: PortfolioParam = True
     random_state: RandomStateParam = None

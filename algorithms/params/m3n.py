@@ -10,8 +10,12 @@ from pydantic import Field
 
 from algorithms.params.common import (
     AlgorithmParams,
+    CuttingPlaneTol,
+    MaxAlternations,
     RandomStateParam,
     Renames,
+    SDPMaxIter,
+    SDPTol,
     reciprocal,
 )
 
@@ -38,7 +42,9 @@ class UnsupervisedM3NParams(AlgorithmParams):
     """Parameters of :class:`UnsupervisedM3N` (defaults from thesis section 5.3)."""
 
     renamed: ClassVar[Renames] = {"beta": ("C", reciprocal), "class_balance": ("size_band", None),
-               "pair_balance": ("pair_size_band", None), "sdp_solver": ("solver", None)}
+               "pair_balance": ("pair_size_band", None), "sdp_solver": ("solver", None),
+               "max_iter": ("max_alternations", None), "tol": ("cutting_plane_tol", None),
+               "n_init": ("n_restarts", None)}
 
     n_states: NStates = 2
     method: Literal["alternating", "exact"] = Field(
@@ -58,17 +64,26 @@ class UnsupervisedM3NParams(AlgorithmParams):
         description="epsilon of the pair constraint in (5.25) (exact method): every pair of "
         "states labels between (1/k^2 - eps) and (1/k^2 + eps) of all adjacent pairs.",
     )
-    n_init: int = Field(5, ge=1, le=100, description="EM restarts, each followed by the "
-                        "alternation (alternating method); the smallest margin loss is kept.")
+    n_restarts: int = Field(5, ge=1, le=100, description="Runs of the alternating method, each "
+                            "from a new EM run; the smallest margin loss is kept.")
     em_iter: int = Field(100, ge=1, le=10000, description="Baum-Welch iterations per restart.")
-    max_iter: int = Field(50, ge=1, le=1000, description="Alternations (train M3N, relabel).")
-    tol: float = Field(1e-3, gt=0, le=1, description="Cutting-plane tolerance per position "
-                       "for the supervised M3N.")
+    max_alternations: MaxAlternations = Field(
+        50,
+        description="Most rounds of the alternation (train the M3N on the labels, relabel by "
+        "balanced Viterbi); it stops earlier when no label changes or the margin loss decreases "
+        "by less than cutting_plane_tol.")
+    cutting_plane_tol: CuttingPlaneTol = Field(
+        1e-3,
+        description="Cutting-plane precision: stop when no constraint is violated by more than "
+        "this, per position (the supervised M3N); the alternation also stops when the margin "
+        "loss decreases by less.")
     solver: Literal["scs", "clarabel"] = Field(
         "scs", description="Exact method: cvxpy solver of the CDHMM relaxation.")
-    sdp_tol: float = Field(1e-3, gt=0, le=1e-1, description="Exact method: solver tolerance "
-                           "of the CDHMM relaxation (SCS eps_abs = eps_rel).")
-    sdp_max_iter: int = Field(3000, ge=10, le=200000, description="Exact method: solver "
-                              "iteration limit; a solve stopped there is reported in warnings "
-                              "(inaccurate) or fails the job with the solver status.")
+    sdp_tol: SDPTol = Field(1e-3, description="Stopping tolerance of the SDP "
+                           "solver of the exact method's CDHMM relaxation (SCS eps_abs = "
+                           "eps_rel).")
+    sdp_max_iter: SDPMaxIter = Field(3000, description="Iteration limit of the "
+                              "cvxpy solver of the exact method; a solve stopped there is "
+                              "reported in warnings (inaccurate) or fails the job with the "
+                              "solver status.")
     random_state: RandomStateParam = None

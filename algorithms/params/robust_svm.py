@@ -3,7 +3,7 @@ may set, checked before any fit and by the API's request schema."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,8 @@ from algorithms.params.common import (
     AlgorithmParams,
     GammaParam,
     KernelParam,
+    MaxAlternations,
+    Renames,
 )
 
 Method = Literal["reh", "rod", "ramp"]
@@ -18,6 +20,8 @@ Method = Literal["reh", "rod", "ramp"]
 
 class RobustSVMParams(AlgorithmParams):
     """Parameters of :class:`RobustSVM` (the thesis's defaults are in its section 6.5)."""
+
+    renamed: ClassVar[Renames] = {"max_iter": ("max_alternations", None)}
 
     method: Method = Field(
         "reh",
@@ -42,7 +46,11 @@ class RobustSVMParams(AlgorithmParams):
         "(linear kernel), then b minimising the eta-hinge loss; False is the thesis' offset-free "
         "classifier through the origin."
     )
-    max_iter: int = Field(50, ge=1, le=1000, description="ramp: alternation steps (SVM fits).")
+    max_alternations: MaxAlternations = Field(
+        50,
+        description="method='ramp': most rounds of the alternation (fit the SVM with the "
+        "outlier indicators eta held, then eta with the SVM held); it stops earlier when eta "
+        "repeats.")
     solver: Literal["auto", "lowrank", "clarabel", "scs"] = Field(
         "auto",
         description="SDP solver: 'auto' = 'lowrank' (factorised, certified relative gap 1e-3, "

@@ -20,6 +20,8 @@ from algorithms.params.common import (
     RandomStateParam,
     Renames,
     SampledFitParams,
+    SDPMaxIter,
+    SDPTol,
     reciprocal,
 )
 
@@ -29,16 +31,19 @@ SolverParam = Literal["lowrank", "scs", "clarabel"]
 class SDPMMCParams(SampledFitParams):
     """Parameters of :class:`SDPMMC` (defaults from the thesis, sections 3.4 and 4.2)."""
 
-    renamed: ClassVar[Renames] = {"beta": ("C", reciprocal)}
+    renamed: ClassVar[Renames] = {"beta": ("C", reciprocal), "tol": ("sdp_tol", None),
+                                  "max_iter": ("sdp_max_iter", None)}
     library_only = ("guide",)
 
     n_clusters: NClustersOrAuto = 2
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
     gamma: GammaParam = Field(
-        "auto", description="RBF width; 'auto': the shared local-scaling width (sigma = median "
-        "distance to the 7th nearest neighbour, gamma = 1 / (2 sigma^2)); 'paper': the thesis's "
-        "1 / median squared pairwise distance (section 3.4)."
+        "local_scaling", description="RBF width, exp(-gamma ||x - x'||^2) (a number means what "
+        "it means in scikit-learn); 'local_scaling': gamma = 1 / (2 sigma^2), sigma the median "
+        "distance from a point to its 7th nearest neighbour; 'paper': the thesis's 1 / median "
+        "squared pairwise distance (section 3.4); 'scale': scikit-learn's "
+        "1 / (n_features * X.var())."
     )
     C: float = Field(
         100.0, ge=1e-4, le=1e7,
@@ -87,9 +92,14 @@ class SDPMMCParams(SampledFitParams):
         "partially labelled point among them), and every point is labelled by the "
         "out-of-sample SVM. null: always every point.",
     )
-    tol: float = Field(1e-3, gt=0, le=1e-1,
-                       description="Solver tolerance (lowrank: relative gap and infeasibility).")
-    max_iter: int = Field(20000, ge=10, le=200000, description="Solver iteration limit.")
+    sdp_tol: SDPTol = Field(
+        1e-3,
+        description="Stopping tolerance of the SDP solver (lowrank: relative gap and "
+        "infeasibility; scs, clarabel: their absolute and relative tolerances).")
+    sdp_max_iter: SDPMaxIter = Field(
+        20000,
+        description="Iteration limit of the cvxpy solver (scs, clarabel; also for (4.8) with "
+        "partial labels under solver='lowrank'); the low-rank solver has its own limits.")
     portfolio: PortfolioParam = True
     random_state: RandomStateParam = None
 

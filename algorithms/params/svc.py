@@ -5,26 +5,32 @@ API's request schema."""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from algorithms.params.common import (
     DEFAULT_MAX_CLUSTERS,
     AlgorithmParams,
+    ExactMaxN,
     MaxClusters,
     NClustersAutoOrNone,
     PortfolioParam,
     PositiveFloat,
     RandomStateParam,
-    SampleSolver,
+    RenamedValues,
+    Renames,
+    exact_max_n_of_sampling,
 )
 
 Labeling = Literal["complete", "support_vectors", "knn"]
 
+# gamma="schedule": the divisive schedule of section 4 searches q (Ben-Hur et al. 2001).
+SCHEDULE = "schedule"
 
-# solver="auto": above this many points the fit runs on a random sample of this size and predict
-# labels every point. The schedule solves tens of spheres, each O(N^2) in libsvm, plus the
+
+# The default exact_max_n: above this many points the fit runs on a random sample of this size and
+# predict labels every point. The schedule solves tens of spheres, each O(N^2) in libsvm, plus the
 # O(N_sv^2) SV graph, so the exact fit grows quadratically with N and the sample bounds it.
 SAMPLE_SIZE = 2000
 
@@ -40,21 +46,26 @@ def soft_margin_problem(C: float | None, n: int) -> str | None:
 class SupportVectorClusteringParams(AlgorithmParams):
     """Parameters of :class:`SupportVectorClustering` (meanings and defaults: see the class)."""
 
+    renamed: ClassVar[Renames] = {"solver": ("exact_max_n", exact_max_n_of_sampling),
+                                  "max_iter": ("max_spheres", None)}
+    renamed_values: ClassVar[RenamedValues] = {"gamma": {"auto": SCHEDULE}}
+
     n_clusters: NClustersAutoOrNone = Field(
         None,
         description=(
-            "Clusters wanted by gamma='auto' (default 2 there); 'auto': the k in "
+            "Clusters wanted by gamma='schedule' (default 2 there); 'auto': the k in "
             "2..max_clusters of largest prediction strength. With a numeric gamma it is not "
             "used: the number of clusters is that of the contours."
         ),
     )
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
-    gamma: PositiveFloat | Literal["auto", "scale"] = Field(
-        "auto",
+    gamma: PositiveFloat | Literal["schedule", "scale"] = Field(
+        SCHEDULE,
         description=(
-            "The paper's q in exp(-q ||x - x'||^2) (same as scikit-learn's gamma). 'auto' runs the "
-            "divisive schedule of section 4 to reach n_clusters clusters; 'scale' is "
-            "1 / (n_features * X.var())."
+            "The paper's q in exp(-q ||x - x'||^2) (a number means what it means in "
+            "scikit-learn). 'schedule': no one width; the divisive schedule of section 4 raises q "
+            "(at most max_spheres spheres) until the contours give n_clusters clusters; 'scale': "
+            "scikit-learn's 1 / (n_features * X.var())."
         ),
     )
     C: float | None = Field(
@@ -91,25 +102,21 @@ class SupportVectorClusteringParams(AlgorithmParams):
         description=(
             "Fit the sphere on this many leading principal components of the centred data "
             "(the paper's section 5: SVC on a low-dimensional PCA representation when the data is "
-            "sparse). 'auto': the input space first, and with gamma='auto' the leading "
+            "sparse). 'auto': the input space first, and with gamma='schedule' the leading "
             "n_clusters components when no sphere in the input space has n_clusters clusters of "
             "at least 5 % of the points; "
             "null: always the input space."
         ),
     )
     tol: float = Field(1e-4, gt=0, le=1e-1, description="libsvm stopping tolerance.")
-    max_iter: int = Field(200, ge=1, le=10000, description="Spheres solved by gamma='auto'.")
-    solver: SampleSolver = Field(
-        "auto",
-        description=(
-            "'exact': fit the sphere and its contours on every point; 'sample': on a random "
-            "sample of exact_max_n points, every point then labelled by predict; 'auto': exact "
-            "up to exact_max_n points, sample above."
-        ),
-    )
-    exact_max_n: int = Field(
-        SAMPLE_SIZE, ge=2, le=20000,
-        description="Largest n fitted exactly; the sample size above it.",
+    max_spheres: int = Field(
+        200, ge=1, le=10000,
+        description="Most spheres (one per q) that gamma='schedule' solves in one space.")
+    exact_max_n: ExactMaxN = Field(
+        SAMPLE_SIZE,
+        description="Largest n whose sphere and contours are fitted on every point; above it, on "
+        "a uniform random sample of exact_max_n points, and every point is labelled by predict. "
+        "null: always every point.",
     )
     portfolio: PortfolioParam = True
     random_state: RandomStateParam = None
@@ -119,5 +126,5 @@ class SupportVectorClusteringParams(AlgorithmParams):
         if self.C is not None and self.p is not None:
             raise ValueError("give C or p = 1/(N C), not both")
         if isinstance(self.gamma, float) and not (0 < self.gamma < math.inf):
-            raise ValueError("gamma must be a positive number, 'auto' or 'scale'")
+            raise ValueError("gamma must be a positive number, 'schedule' or 'scale'")
         return self
