@@ -33,7 +33,12 @@ class IterSVRParams(AlgorithmParams):
     n_clusters: NClustersOrAuto = 2
     max_clusters: MaxClusters = DEFAULT_MAX_CLUSTERS
     kernel: KernelParam = "rbf"
-    gamma: GammaParam = "local_scaling"
+    gamma: GammaParam = Field("local_scaling", description=(
+        "RBF width, exp(-gamma ||x - x'||^2) (a number means what it means in scikit-learn). "
+        "'local_scaling': gamma = 1 / (2 sigma^2), sigma the median distance from a point to its "
+        "7th nearest neighbour; 'paper': sigma = width_factor * D, D the diagonal of the data's "
+        "bounding box (footnote 5), gamma = 1 / sigma^2; 'scale': scikit-learn's "
+        "1 / (n_features * X.var())."))
     width_factor: float = Field(
         3.0, gt=0, le=100,
         description="For gamma='paper': sigma = width_factor * D (the paper uses 2 to 5).",

@@ -29,7 +29,11 @@ class RobustSVMParams(AlgorithmParams):
         "(w, eta) minimisation (large n).",
     )
     kernel: KernelParam = "linear"
-    gamma: GammaParam = "scale"
+    gamma: GammaParam = Field("scale", description=(
+        "RBF width, exp(-gamma ||x - x'||^2) (a number means what it means in scikit-learn). "
+        "'scale': scikit-learn's 1 / (n_features * X.var()); 'local_scaling': gamma = "
+        "1 / (2 sigma^2), sigma the median distance from a point to its 7th nearest neighbour; "
+        "'paper': 1 / D^2, D the diagonal of the data's bounding box."))
     C: float = Field(
         1.0, gt=0, le=1e6,
         description="Soft-margin weight, C = 1 / beta of (6.1); thesis grid beta = 1e-4..1e4.",
