@@ -152,7 +152,8 @@ def exact_max_n_of_sampling(solver: Any) -> Any:
         return None
     if solver in ("auto", "sample"):
         return UNCHANGED
-    return solver
+    raise ValueError(f"solver={solver!r} was never a sampling mode; give exact_max_n (null: "
+                     "every point)")
 
 
 def reciprocal(value: Any) -> Any:
