@@ -424,7 +424,7 @@ def test_repeated_rows_are_solved_once_with_their_copies_and_labelled_alike():
     X[-1] = 5.0
     model = SDPMMC(random_state=0).fit(X)
     assert not any("gap" in warning for warning in model.warnings_)
-    assert model.certificate_["relative_gap"] <= model.tol
+    assert model.certificate_["relative_gap"] <= model.sdp_tol
     assert np.bincount(model.labels_).tolist() == [299, 1]
 
 

@@ -64,4 +64,4 @@ def test_svc_exact_complete_labeling_refuses_more_points_than_its_limit(service_
     payload = {"algorithm": {"name": "svc", "params": params}, "data": {"X": X.tolist()}}
     response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
     assert response.status_code == 422, response.text
-    assert "max_n=3000" in response.text and "solver='auto'" in response.text
+    assert "max_n=3000" in response.text and "exact_max_n=2000" in response.text
