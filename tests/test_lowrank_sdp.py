@@ -255,7 +255,7 @@ def robust_solutions(request):
     uses_factor = factored is not None and factored_is_cheaper(y.size, 4, factored.shape[1])
     assert uses_factor == (request.param == "rings")
     return K, y, {method: (solve_robust_sdp(K, y, 10.0, method=method, solver="lowrank"),
-                           solve_robust_sdp(K, y, 10.0, method=method, solver="CLARABEL"))
+                           solve_robust_sdp(K, y, 10.0, method=method, solver="clarabel"))
                   for method in ("reh", "rod")}
 
 
