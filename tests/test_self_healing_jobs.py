@@ -240,8 +240,10 @@ def test_receiver_down_for_two_minutes_gets_the_event_when_it_comes_back(receive
     waited = time.monotonic() - receiver_outage.ended
     print(f"\nreceiver down {receiver_outage.seconds} s; event delivered {waited:.0f} s after the "
           "job")
-    assert receiver.ids == [f"{receiver_outage.job_id}.succeeded"]
-    assert receiver.bodies[0]["type"] == "job.succeeded"
+    # At least once (worker.sweeper.promote_due_deliveries): RQ's scheduler and a sweeper may
+    # both put one due retry back on the queue, and a receiver drops the copy by its webhook-id.
+    assert receiver.ids and set(receiver.ids) == {f"{receiver_outage.job_id}.succeeded"}
+    assert all(body["type"] == "job.succeeded" for body in receiver.bodies)
 
 
 def test_a_model_lives_a_month_only_once_its_job_kept_it(deployment, redis):
