@@ -279,7 +279,8 @@ def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
     than the eigensolver on a few hundred points).
 
     The eigenvectors ``x`` of ``L = I - D^-1/2 W D^-1/2`` of smallest eigenvalue (Ng, Jordan and
-    Weiss 2002), found by ARPACK in shift-invert mode just below 0 (``L`` is singular), mapped
+    Weiss 2002), found by a dense eigensolver on graphs of at most ``DENSE_EIGEN_MAX_N`` points
+    and by ARPACK in shift-invert mode just below 0 (``L`` is singular) above, mapped
     to ``u = D^-1/2 x`` (Shi and Malik 2000), each ``u`` signed so that its entry of largest
     magnitude is positive. A graph of several components (well-separated clusters) has a zero
     eigenvalue per component, and the embedding of its indicators is the partition wanted.
@@ -313,8 +314,9 @@ def _signed_embedding(vectors: np.ndarray, n_components: int, degree_sqrt: np.nd
 
 def _smallest_eigenvectors_dense(laplacian: sp.spmatrix, n_components: int) -> np.ndarray:
     """The eigenvectors of the ``n_components`` smallest eigenvalues of ``laplacian``, by a dense
-    symmetric eigensolver: the fallback where ARPACK fails, as on graphs of a few distinct
-    points each repeated a few times, whose eigenvalues are many and equal ("no shifts could be
-    applied"). Exact, at O(n^3) time and O(n^2) memory, which the graphs here (at most
-    ``SPECTRAL_SAMPLE_SIZE`` points) afford."""
+    symmetric eigensolver: the solver of graphs of at most ``DENSE_EIGEN_MAX_N`` points, and the
+    fallback where ARPACK fails, as on graphs of a few distinct points each repeated a few
+    times, whose eigenvalues are many and equal ("no shifts could be applied"). Exact, at
+    O(n^3) time and O(n^2) memory, which the graphs here (at most ``SPECTRAL_SAMPLE_SIZE``
+    points) afford."""
     return linalg.eigh(laplacian.toarray(), subset_by_index=[0, n_components - 1])[1]
