@@ -25,10 +25,11 @@ depends less on ``random_state`` where the draw of the halves decides it.
 
 Every k up to ``EVERY_K_UP_TO`` is scored; above it, a geometric grid of ks (each k costs a
 partition of each half and an SVM whose pairs of clusters grow as k^2), and once the answer is
-known the ks between it and the next k of the grid. Above ``EVERY_K_UP_TO`` clusters the strength
-of k passes over its weakest ``SPARED_SHARE`` of clusters (:func:`spared_clusters`): with a few
-points of each of many clusters in a half, the weakest of k noisy shares decides eq. (2.1)
-alone, though every other cluster carries over.
+known the ks between it and its neighbours on the grid. Above ``EVERY_K_UP_TO`` clusters the
+strength of k passes over its weakest ``SPARED_SHARE`` of clusters (:func:`spared_clusters`):
+with a few points of each of many clusters in a half, the weakest of k noisy shares decides
+eq. (2.1) alone, though every other cluster carries over. There a larger strong k replaces a
+smaller answer only where it carries over more clusters (:func:`_strong_answer`).
 
 The partitions are the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
@@ -161,7 +162,7 @@ def considered_ks(largest: int) -> list[int]:
     """The ks "auto" scores up to ``largest``: every k up to ``EVERY_K_UP_TO``, then a geometric
     grid of ratio ``GRID_RATIO`` (each k costs a partition of each half and an SVM per split,
     the SVM's pairs of clusters growing as k^2; the gap of the grid above the answer is scored
-    after, :func:`_grid_gap`)."""
+    after, :func:`_grid_gaps`)."""
     ks = list(range(2, min(largest, EVERY_K_UP_TO) + 1))
     while ks[-1] < largest:
         ks.append(min(largest, max(ks[-1] + 1, round(ks[-1] * GRID_RATIO))))
