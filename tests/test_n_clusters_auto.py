@@ -9,6 +9,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from algorithms.params.common import DEFAULT_MAX_CLUSTERS
 from algorithms.registry import get_spec
+from algorithms.selection.candidates import SPECTRAL_NEIGHBORS
 from algorithms.selection.n_clusters import (
     _strong_answer,
     choose_n_clusters,
@@ -16,6 +17,7 @@ from algorithms.selection.n_clusters import (
     largest_k_considered,
     prediction_strength,
     reproduction,
+    sample_size,
     spared_clusters,
 )
 from tests.helpers import submit_job, wait_for_job
@@ -222,6 +224,16 @@ def test_many_separated_blobs_give_their_number_at_the_default_max_clusters(k):
     choice = choose_n_clusters(X, DEFAULT_MAX_CLUSTERS, random_state=0)
     assert choice.n_clusters == k and choice.clear
     assert k not in considered_ks(50)
+
+
+def test_the_sample_gives_each_halfs_cluster_more_points_than_graph_neighbours():
+    # At the default max_clusters a sample of the 1,000 points that serve 12 clusters would give
+    # a half 10 points per cluster: every point's 10 neighbours would reach into other clusters.
+    assert sample_size(12) == 1000
+    for max_clusters in (12, 33, DEFAULT_MAX_CLUSTERS, 80):
+        per_cluster_of_a_half = sample_size(max_clusters) / 2 / max_clusters
+        assert per_cluster_of_a_half > SPECTRAL_NEIGHBORS
+    assert sample_size(DEFAULT_MAX_CLUSTERS) == 1500
 
 
 def test_above_every_k_up_to_the_weakest_share_of_clusters_is_spared():

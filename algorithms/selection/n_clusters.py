@@ -47,9 +47,12 @@ measurements), each half is partitioned over its distinct rows and every copy ta
 cluster, as the methods' own spectral partition does: a half's cluster that held part of a row's
 copies would be predicted whole by any classifier, and its strength would say nothing.
 
-Above ``SAMPLE_SIZE`` points the choice is made on a uniform random sample of that size: the
-strength of a k is a property of the distribution the points come from, and a few hundred
-points per half estimate it.
+Above :func:`sample_size` points the choice is made on a uniform random sample of that size:
+the strength of a k is a property of the distribution the points come from, and a few hundred
+points per half estimate it. The sample grows with ``max_clusters``, so that at the largest k
+each cluster of a half holds more points than a point has neighbours in the kNN graph
+(``POINTS_PER_CLUSTER``); with fewer, every point's neighbours reach into other clusters and
+the partition into that many clusters cannot be found on a half, however separated they are.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ SETTLED_Z = 2.0
 # partition again and the strengths are averaged over the splits.
 KMEANS_INIT = 3
 SAMPLE_SIZE = 1000
+# Points of the sample per cluster at max_clusters: a half's cluster then holds 1.5 times the
+# kNN graph's neighbour count.
+POINTS_PER_CLUSTER = 3 * SPECTRAL_NEIGHBORS
 # Two halves of two points per cluster at k = 2; fewer points get k = 2 unscored.
 FEWEST_POINTS = 8
 # Every k up to EVERY_K_UP_TO is scored; above it a geometric grid (considered_ks).
@@ -117,6 +123,12 @@ def largest_k_considered(n_samples: int, max_clusters: int) -> int:
     return max(2, min(max_clusters, n_samples // 4))
 
 
+def sample_size(max_clusters: int) -> int:
+    """The points "auto" samples to choose among ``2..max_clusters``: ``SAMPLE_SIZE``, or
+    ``POINTS_PER_CLUSTER`` per cluster at ``max_clusters`` where that is more."""
+    return max(SAMPLE_SIZE, POINTS_PER_CLUSTER * max_clusters)
+
+
 def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
                       random_state=None) -> NClustersChoice:
     """The number of clusters ``2..max_clusters`` of largest prediction strength at or above
@@ -125,9 +137,9 @@ def choose_n_clusters(X: np.ndarray | sp.spmatrix, max_clusters: int,
     rng = check_random_state(random_state)
     X = centred(X)
     n = X.shape[0]
-    if n > SAMPLE_SIZE:
-        X = X[np.sort(rng.choice(n, SAMPLE_SIZE, replace=False))]
-        n = SAMPLE_SIZE
+    if n > (size := sample_size(max_clusters)):
+        X = X[np.sort(rng.choice(n, size, replace=False))]
+        n = size
     _, copies_of = distinct_rows(X)
     n_distinct = int(copies_of.max()) + 1
     if n < FEWEST_POINTS or n_distinct < 2:  # too few points to split in halves: no choice

@@ -67,11 +67,13 @@ def one_vs_one_predict(K_train, classes, n_classes, K_test, C, tol, predicted):
             scores = np.empty(m)
             _compiled_smo(K, y, lo, hi, u, scores, tol, np.int64(SMO_MAX_ITER))
             rho = _bias(u, scores - y, lo, hi)
+            support = np.flatnonzero(u != 0.0)  # the decision's terms: support vectors only
+            weights = u[support]
+            columns = members[support]
             for p in range(n_test):
                 decision = -rho
-                for a in range(m):
-                    if u[a] != 0.0:
-                        decision += u[a] * K_test[p, members[a]]
+                for a in range(support.size):
+                    decision += weights[a] * K_test[p, columns[a]]
                 if decision > 0.0:
                     votes[p, i] += 1
                 else:
