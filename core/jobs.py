@@ -4,20 +4,20 @@ settle a job whose worker was lost (re-queue it, or fail it and schedule its web
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from redis import Redis
 from rq.job import Callback
 
 from algorithms.registry import get_spec
 from core import metrics
+from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus
 from core.queues import IN_PROCESS, IN_PROCESS_VALUES_PER_POINT, ON_JOB_FAILURE, RUN_JOB, get_queue
 from core.settings import Settings
 from core.stores import Stores
 from core.webhooks import schedule
 
 
-def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=None) -> None:
+def enqueue(redis: Redis, settings: Settings, record: JobRecord, pipeline=None) -> None:
     """Put the job's current attempt (RQ job ``rq_job_id``) on its queue: on the caller's
     transaction ``pipeline`` (executed by the caller) when given, else in one transaction of
     its own (one round trip, where RQ alone makes two)."""
@@ -34,7 +34,7 @@ def enqueue(redis: Redis, settings: Settings, record: dict[str, Any], pipeline=N
     )
 
 
-def runs_in_process(record: dict[str, Any], settings: Settings) -> bool:
+def runs_in_process(record: JobRecord, settings: Settings) -> bool:
     """Whether a job is small enough to run in its worker without a forked work horse: a
     fast-queue job on points (not sequences) with at most ``MMC_IN_PROCESS_MAX_SAMPLES`` of
     them. Its fit takes milliseconds to a second and a few MB, where the fork, the horse's
@@ -54,13 +54,14 @@ def record_id(rq_job_id: str) -> str:
 
 
 def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
-             error_type: str = "WorkerError", expected_rq_id: str | None = None) -> str | None:
+             error_type: str = "WorkerError", expected_rq_id: str | None = None
+             ) -> JobStatus | None:
     """A running (or dequeued) job lost its worker: re-queue it as a new attempt when its
     algorithm is retry-safe and attempts remain (``MMC_RETRY_LOST_JOBS``), else fail it with
     ``reason``. Returns the new status, or ``None`` if the job had already moved on."""
     stores = Stores(redis, settings)
     record = stores.jobs.get(job_id)
-    if record is None or record["status"] not in ("queued", "running"):
+    if record is None or record["status"] not in ACTIVE_STATUSES:
         return None
     rq_id = record.get("rq_job_id") or job_id
     if expected_rq_id is not None and expected_rq_id != rq_id:
@@ -73,7 +74,8 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
     if retry_safe and attempt <= settings.retry_lost_jobs:
         new_rq_id = f"{job_id}-{attempt + 1}"
         moved = stores.jobs.transition(
-            job_id, (record["status"],), fence=rq_id, status="queued", attempt=attempt + 1,
+            job_id, (record["status"],), fence=rq_id, status=JobStatus.QUEUED,
+            attempt=attempt + 1,
             rq_job_id=new_rq_id, started_at=None,
             progress={"step": 0, "objective": None, "updated_at": time.time(),
                       "message": f"re-queued (attempt {attempt + 1}): {reason}"})
@@ -81,17 +83,17 @@ def lost_job(redis: Redis, settings: Settings, job_id: str, reason: str, *,
             enqueue(redis, settings, {**record, "rq_job_id": new_rq_id})
             metrics.record(redis, "mmc_jobs_lost_total",
                            algorithm=record.get("algorithm", "unknown"), action="requeued")
-            return "queued"
+            return JobStatus.QUEUED
         return None
     moved = stores.jobs.transition(
-        job_id, ("queued", "running"), fence=rq_id, status="failed", finished_at=time.time(),
+        job_id, ACTIVE_STATUSES, fence=rq_id, status=JobStatus.FAILED, finished_at=time.time(),
         error={"type": error_type, "message": reason})
     if not moved:
         return None
     algorithm = record.get("algorithm", "unknown")
     metrics.record(redis, "mmc_jobs_lost_total", algorithm=algorithm, action="failed")
-    metrics.job_finished(redis, algorithm, "failed")
+    metrics.job_finished(redis, algorithm, JobStatus.FAILED)
     schedule(redis, settings, stores.jobs.get(job_id))
-    return "failed"
+    return JobStatus.FAILED
 
 

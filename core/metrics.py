@@ -13,6 +13,8 @@ import logging
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.job_record import JobStatus
+
 log = logging.getLogger(__name__)
 
 REDIS_KEY = "mmc:metrics"
@@ -74,9 +76,9 @@ def observe(redis: Redis, name: str, value: float, buckets=FIT_BUCKETS, **labels
         log.warning("metric %s not recorded: %s", name, exc)
 
 
-def job_finished(redis: Redis, algorithm: str, outcome: str,
+def job_finished(redis: Redis, algorithm: str, outcome: JobStatus,
                  fit_seconds: float | None = None) -> None:
     """A job reached ``outcome``; a succeeded one adds its fit time to the histogram."""
     record(redis, "mmc_jobs_finished_total", algorithm=algorithm, outcome=outcome)
-    if outcome == "succeeded" and fit_seconds is not None:
+    if outcome == JobStatus.SUCCEEDED and fit_seconds is not None:
         observe(redis, "mmc_job_fit_seconds", float(fit_seconds), algorithm=algorithm)

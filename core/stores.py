@@ -16,6 +16,7 @@ import json
 import time
 import uuid
 import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,9 @@ from redis import Redis
 
 from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from core.blobs import BlobStore, BlobUnavailableError, blob_store, read
+from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus, job_record
 from core.keys import BlobKeys, Keys
 from core.settings import Settings
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "canceled")
-FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 
 # Jobs read per round trip when a listing filters by status or algorithm.
 LIST_BATCH = 500
@@ -433,13 +432,17 @@ class UploadStore:
 # (cancel) and failure handlers race on a job record, and whoever moves first wins. A fencing
 # token (ARGV[2], the attempt's RQ job id; empty: none) must equal the record's ``rq_job_id`` (if
 # it has one), so an earlier attempt still running after its job was re-queued cannot write; the
-# result (ARGV[3], to KEYS[3] for ARGV[4] seconds) is written in the same step as the status.
+# result (ARGV[3], to KEYS[3] for ARGV[4] seconds) is written in the same step as the status. A
+# status outside ARGV[6] (the active statuses) takes the job out of its tenant's active set.
+# Statuses come as JSON lists of JSON strings, the form in which the record holds them.
 _TRANSITION = """
 local current = redis.call('HGET', KEYS[1], 'status')
 if not current then return 0 end
 local attempt = redis.call('HGET', KEYS[1], 'rq_job_id')
 if ARGV[2] ~= '' and attempt and attempt ~= ARGV[2] then return 0 end
 local allowed = cjson.decode(ARGV[1])
+local active = {}
+for _, status in ipairs(cjson.decode(ARGV[6])) do active[status] = true end
 for _, status in ipairs(allowed) do
   if status == current then
     if ARGV[3] ~= '' then
@@ -448,9 +451,9 @@ for _, status in ipairs(allowed) do
     if ARGV[5] ~= '' then
       redis.call('EXPIRE', KEYS[4], tonumber(ARGV[5]))
     end
-    for i = 6, #ARGV, 2 do
+    for i = 7, #ARGV, 2 do
       redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-      if ARGV[i] == 'status' and ARGV[i + 1] ~= '"queued"' and ARGV[i + 1] ~= '"running"' then
+      if ARGV[i] == 'status' and not active[ARGV[i + 1]] then
         local owner = redis.call('HGET', KEYS[1], 'owner')
         local id = redis.call('HGET', KEYS[1], 'id')
         if owner and id then
@@ -497,6 +500,11 @@ return 0
 """
 
 
+def _encoded_statuses(statuses: Iterable[JobStatus]) -> str:
+    """``statuses`` for the Lua scripts: a JSON list of each status as the record stores it."""
+    return json.dumps([json.dumps(status) for status in sorted(statuses)])
+
+
 class JobStore:
     """Job records (a hash per job, JSON-encoded fields), their input, results and owner index.
 
@@ -518,10 +526,10 @@ class JobStore:
         self._create = redis.register_script(_CREATE)
 
     @staticmethod
-    def _encode(fields: dict[str, Any]) -> dict[str, str]:
+    def _encode(fields: Mapping[str, Any]) -> dict[str, str]:
         return {key: json.dumps(value) for key, value in fields.items()}
 
-    def create_admitted(self, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+    def create_admitted(self, record: JobRecord, job_input: dict[str, Any], cap: int,
                         claim: tuple[str, dict[str, str], int] | None = None
                         ) -> tuple[str, dict[str, str] | None]:
         """Create the job if ``record['owner']`` has fewer than ``cap`` active jobs and the
@@ -536,7 +544,7 @@ class JobStore:
                 self._prune_active(record["owner"])
         return "full", None
 
-    def create_on(self, pipe, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+    def create_on(self, pipe, record: JobRecord, job_input: dict[str, Any], cap: int,
                   claim: tuple[str, dict[str, str], int] | None = None) -> None:
         """Queue :meth:`create_admitted`'s step on ``pipe`` (one try, no pruning); read its
         reply with :meth:`create_outcome`. EVAL, not EVALSHA: a pipeline cannot load a script
@@ -552,7 +560,7 @@ class JobStore:
             return "replay", json.loads(reply[1])
         return "full", None
 
-    def _create_call(self, record: dict[str, Any], job_input: dict[str, Any], cap: int,
+    def _create_call(self, record: JobRecord, job_input: dict[str, Any], cap: int,
                      claim: tuple[str, dict[str, str], int] | None
                      ) -> tuple[list[str], list[Any]]:
         job_id, owner = record["id"], record["owner"]
@@ -585,11 +593,11 @@ class JobStore:
         if blob:
             self.lifetimes.remove(Keys.job(job_id), blob)
 
-    def get(self, job_id: str) -> dict[str, Any] | None:
+    def get(self, job_id: str) -> JobRecord | None:
         raw = self.redis.hgetall(Keys.job(job_id))
         if not raw:
             return None
-        return {key.decode(): json.loads(value) for key, value in raw.items()}
+        return job_record({key.decode(): json.loads(value) for key, value in raw.items()})
 
     def exists(self, job_id: str) -> bool:
         return bool(self.redis.exists(Keys.job(job_id)))
@@ -604,7 +612,8 @@ class JobStore:
         payload = read(self.blobs, stored["blob"])
         return None if payload is None else json.loads(payload)
 
-    def transition(self, job_id: str, allowed_from, *, fence: str | None = None,
+    def transition(self, job_id: str, allowed_from: Iterable[JobStatus], *,
+                   fence: str | None = None,
                    result: dict[str, Any] | None = None,
                    keep_model: tuple[str, int] | None = None, **fields) -> bool:
         """Set ``fields`` atomically if the job's status is one of ``allowed_from`` and, with a
@@ -612,10 +621,10 @@ class JobStore:
         ``result`` is stored in the same step, and ``keep_model = (model id, seconds)`` gives
         that model its lifetime (stored provisionally: :meth:`ModelStore.put`)."""
         # Fields are stored JSON-encoded, so statuses and the fence are compared in that form.
-        args = [json.dumps([json.dumps(status) for status in sorted(allowed_from)]),
+        args = [_encoded_statuses(allowed_from),
                 "" if fence is None else json.dumps(fence),
                 "" if result is None else json.dumps(result), self.ttl,
-                "" if keep_model is None else keep_model[1]]
+                "" if keep_model is None else keep_model[1], _encoded_statuses(ACTIVE_STATUSES)]
         for key, value in self._encode(fields).items():
             args += [key, value]
         model_key = Keys.model(keep_model[0]) if keep_model else Keys.model("none")
@@ -632,7 +641,7 @@ class JobStore:
         """Drop jobs that ended or expired without leaving the tenant's active set."""
         key = Keys.active(owner)
         stale = [member for member in self.redis.smembers(key)
-                 if self._status(member.decode()) not in ("queued", "running")]
+                 if self._status(member.decode()) not in ACTIVE_STATUSES]
         if stale:
             self.redis.srem(key, *stale)
 
@@ -642,13 +651,14 @@ class JobStore:
     def release(self, owner: str, job_id: str) -> None:
         self.redis.srem(Keys.active(owner), job_id)
 
-    def _status(self, job_id: str) -> str | None:
+    def _status(self, job_id: str) -> JobStatus | None:
         raw = self.redis.hget(Keys.job(job_id), "status")
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else JobStatus(json.loads(raw))
 
-    def list(self, owner: str, offset: int, limit: int, *, statuses: frozenset[str] = frozenset(),
-             algorithm: str | None = None, created_after: float | None = None,
-             created_before: float | None = None) -> tuple[list[dict[str, Any]], int]:
+    def list(self, owner: str, offset: int, limit: int, *,
+             statuses: frozenset[JobStatus] = frozenset(), algorithm: str | None = None,
+             created_after: float | None = None, created_before: float | None = None
+             ) -> tuple[list[JobRecord], int]:
         """``owner``'s jobs, newest first: a page of records and the number that match.
 
         The creation-time bounds are a range of the owner's index (sorted by creation time);
@@ -690,7 +700,7 @@ class JobStore:
         records, gone = self._records(matched[offset:offset + limit])
         return records, len(matched) - len(gone)
 
-    def _records(self, ids: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    def _records(self, ids: list[str]) -> tuple[list[JobRecord], list[str]]:
         records, expired = [], []
         for job_id in ids:
             record = self.get(job_id)

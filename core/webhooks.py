@@ -30,6 +30,7 @@ from redis import Redis
 from rq import Retry
 
 from core import metrics
+from core.job_record import JobRecord
 from core.queues import DELIVER_EVENT, WEBHOOK_QUEUE, get_queue
 from core.records import render_job
 from core.settings import Settings, parse_pairs
@@ -143,7 +144,7 @@ def url_problem(url: str, allow_private: bool) -> str | None:
     return check_url(url, allow_private)[1]
 
 
-def event(record: dict[str, Any]) -> tuple[str, bytes]:
+def event(record: JobRecord) -> tuple[str, bytes]:
     """``(webhook id, body)`` of the final-status event of a job record."""
     body = {"type": f"job.{record['status']}",
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -164,7 +165,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def deliver(settings: Settings, record: dict[str, Any], *, sleep=time.sleep,
+def deliver(settings: Settings, record: JobRecord, *, sleep=time.sleep,
             resolver: Resolver = resolve) -> bool:
     """POST the event to the job's ``callback_url`` here and now, retrying with exponential
     backoff; returns whether a 2xx answer came back. The service itself uses :func:`schedule`
@@ -227,7 +228,7 @@ def post_once(settings: Settings, owner: str, url: str, msg_id: str, body: bytes
     return "delivered" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
-def schedule(redis: Redis, settings: Settings, record: dict[str, Any] | None) -> None:
+def schedule(redis: Redis, settings: Settings, record: JobRecord | None) -> None:
     """Queue the final-status event of a job for delivery, off the job's worker: the event is
     an RQ job on the ``webhooks`` queue (persisted in Redis, served by every worker after its job
     queues) and each failed attempt is retried by RQ's scheduler after a doubling interval, so a

@@ -13,16 +13,18 @@ import numpy as np
 from redis import Redis
 from rq.command import send_stop_job_command
 from rq.exceptions import InvalidJobOperation, NoSuchJobError
-from rq.job import Job, JobStatus
+from rq.job import Job
+from rq.job import JobStatus as RQJobStatus
 from rq.registry import StartedJobRegistry
 
 from algorithms.registry import get_spec
 from core import metrics
+from core.job_record import ACTIVE_STATUSES, FINAL_STATUSES, JobRecord, JobStatus
 from core.jobs import enqueue, lost_job
 from core.keys import Keys
 from core.queues import SERIALIZER
 from core.settings import Settings
-from core.stores import FINAL_STATUSES, Stores, new_id
+from core.stores import Stores, new_id
 from core.webhooks import schedule, tenant_secret, url_problem
 from service.inputs import prepare_job_input
 from service.problems import ProblemError, field_error
@@ -46,7 +48,7 @@ class _Submission:
     """A checked job waiting to be stored: its record and input, the inline matrix to store as
     its dataset (None when the job names a stored one), and its Idempotency-Key's claim."""
 
-    record: dict[str, Any]
+    record: JobRecord
     job_input: dict[str, Any]
     new_matrix: np.ndarray | None
     idempotency_key: str | None
@@ -62,7 +64,7 @@ class JobService:
 
     # -- create -----------------------------------------------------------------------------------
     def create(self, request: Any, owner: str, idempotency_key: str | None
-               ) -> tuple[dict[str, Any], bool]:
+               ) -> tuple[JobRecord, bool]:
         """Validate and enqueue; returns ``(record, replayed)``."""
         result = self.create_many([(request, owner, idempotency_key)])[0]
         if isinstance(result, BaseException):
@@ -70,7 +72,7 @@ class JobService:
         return result
 
     def create_many(self, items: list[tuple[Any, str, str | None]]
-                    ) -> list[tuple[dict[str, Any], bool] | BaseException]:
+                    ) -> list[tuple[JobRecord, bool] | BaseException]:
         """:meth:`create` for each ``(request, owner, idempotency_key)``, in three Redis round
         trips for them all (renew the stored datasets; store the rest and the records; enqueue),
         not three each. Each item gets its own answer: its record or the error that refused it.
@@ -94,7 +96,7 @@ class JobService:
         return results
 
     def _prepare(self, request: Any, owner: str, idempotency_key: str | None
-                 ) -> _Submission | dict[str, Any]:
+                 ) -> _Submission | JobRecord:
         """The checked job, or the earlier job of a known Idempotency-Key (a replay)."""
         spec = get_spec(request.algorithm.name)
         params = request.algorithm.params
@@ -131,8 +133,8 @@ class JobService:
             new_matrix = prepared.X
         queue = spec.queue_for(params)
         timeout = min(spec.timeout_seconds, self.settings.job_timeout_cap_seconds)
-        record = {
-            "id": job_id, "owner": owner, "status": "queued", "algorithm": spec.name,
+        record: JobRecord = {
+            "id": job_id, "owner": owner, "status": JobStatus.QUEUED, "algorithm": spec.name,
             "params": params.model_dump(mode="json"), "queue": queue,
             "n_samples": prepared.n_samples, "n_features": prepared.n_features,
             "dataset_id": dataset_id, "timeout_seconds": timeout, "queued_at": time.time(),
@@ -216,22 +218,22 @@ class JobService:
             self.stores.idempotency.release(owner, submission.idempotency_key, job_id)
 
     def _replay(self, earlier: dict[str, str], body_hash: str | None, owner: str
-                ) -> dict[str, Any]:
+                ) -> JobRecord:
         if earlier["body_hash"] != body_hash:
             raise ProblemError(409, "this Idempotency-Key was used with a different request "
                                     "body; use a new key for a new job")
         return self.get(earlier["job_id"], owner)
 
     # -- read -------------------------------------------------------------------------------------
-    def get(self, job_id: str, owner: str) -> dict[str, Any]:
+    def get(self, job_id: str, owner: str) -> JobRecord:
         record = self.stores.jobs.get(job_id)
         if record is None or record.get("owner") != owner:
             raise ProblemError(404, f"job {job_id} does not exist or has expired")
-        if record["status"] in ("queued", "running"):
+        if record["status"] in ACTIVE_STATUSES:
             record = self._reconcile(record)
         return record
 
-    def _reconcile(self, record: dict[str, Any]) -> dict[str, Any]:
+    def _reconcile(self, record: JobRecord) -> JobRecord:
         """A job whose work horse or worker died must end ``failed`` (or be re-queued once when
         its algorithm is retry-safe), not stay ``running``.
 
@@ -241,7 +243,7 @@ class JobService:
         """
         job_id = record["id"]
         rq_id = record.get("rq_job_id") or job_id
-        if record["status"] == "running":
+        if record["status"] == JobStatus.RUNNING:
             StartedJobRegistry(record["queue"], connection=self.redis,
                                serializer=SERIALIZER).cleanup()
             heartbeat = self.settings.worker_heartbeat_seconds
@@ -257,8 +259,8 @@ class JobService:
             status = rq_job.get_status()
         except NoSuchJobError:
             rq_job, status = None, None
-        if status in (JobStatus.FAILED, JobStatus.STOPPED) or (
-            status is None and record["status"] == "running"
+        if status in (RQJobStatus.FAILED, RQJobStatus.STOPPED) or (
+            status is None and record["status"] == JobStatus.RUNNING
         ):
             reason = "the job's worker stopped before it finished"
             if rq_job is not None:
@@ -271,29 +273,31 @@ class JobService:
         return record
 
     def list(self, owner: str, offset: int, limit: int, **filters: Any
-             ) -> tuple[list[dict[str, Any]], int]:
+             ) -> tuple[list[JobRecord], int]:
         """A page of ``owner``'s jobs, newest first (filters: :meth:`JobStore.list`)."""
         return self.stores.jobs.list(owner, offset, limit, **filters)
 
     # -- cancel -----------------------------------------------------------------------------------
-    def cancel(self, job_id: str, owner: str) -> dict[str, Any]:
+    def cancel(self, job_id: str, owner: str) -> JobRecord:
         record = self.get(job_id, owner)
         if record["status"] in FINAL_STATUSES:
             raise ProblemError(409, f"job {job_id} is already {record['status']}")
         now = time.time()
         rq_id = record.get("rq_job_id") or job_id
-        if self.stores.jobs.transition(job_id, ("queued",), status="canceled", finished_at=now):
+        if self.stores.jobs.transition(job_id, (JobStatus.QUEUED,), status=JobStatus.CANCELED,
+                                       finished_at=now):
             # If a worker dequeued it meanwhile, its move to running fails and it skips the job.
             with contextlib.suppress(NoSuchJobError, InvalidJobOperation):
                 Job.fetch(rq_id, connection=self.redis, serializer=SERIALIZER).cancel()
-        elif self.stores.jobs.transition(job_id, ("running",), status="canceled", finished_at=now):
+        elif self.stores.jobs.transition(job_id, (JobStatus.RUNNING,), status=JobStatus.CANCELED,
+                                         finished_at=now):
             # If it finished meanwhile there is nothing to stop; a fit that misses the command
             # stops at its next progress report, which sees the canceled record.
             with contextlib.suppress(NoSuchJobError, InvalidJobOperation):
                 send_stop_job_command(self.redis, rq_id, serializer=SERIALIZER)
         else:
             return self.get(job_id, owner)
-        metrics.job_finished(self.redis, record["algorithm"], "canceled")
+        metrics.job_finished(self.redis, record["algorithm"], JobStatus.CANCELED)
         final = self.get(job_id, owner)
         schedule(self.redis, self.settings, final)
         return final

@@ -13,14 +13,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
+from core.job_record import FINAL_STATUSES, JobRecord
 from core.keys import Keys
-from core.stores import FINAL_STATUSES
 
 MAX_WAIT_SECONDS = 60
 # A waiting request looks up this often whether its caller is still there, so a closed
@@ -41,15 +40,15 @@ def event_client(request: Request) -> aioredis.Redis:
     return client
 
 
-async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], seconds: float,
-                          read: Callable[[], Awaitable[dict[str, Any]]], *,
-                          until_finished: bool = False) -> dict[str, Any]:
+async def wait_for_change(request: Request, job_id: str, seen: JobRecord, seconds: float,
+                          read: Callable[[], Awaitable[JobRecord]], *,
+                          until_finished: bool = False) -> JobRecord:
     """The job's record once its status differs from ``seen``'s (``until_finished``: once it
     is final), or after ``seconds``."""
     if seen["status"] in FINAL_STATUSES:
         return seen
 
-    def waiting(record: dict[str, Any]) -> bool:
+    def waiting(record: JobRecord) -> bool:
         if until_finished:
             return record["status"] not in FINAL_STATUSES
         return record["status"] == seen["status"]
@@ -74,6 +73,6 @@ async def wait_for_change(request: Request, job_id: str, seen: dict[str, Any], s
             await asyncio.shield(pubsub.aclose())
 
 
-async def read_job(request: Request, job_id: str, caller: str) -> dict[str, Any]:
+async def read_job(request: Request, job_id: str, caller: str) -> JobRecord:
     """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread)."""
     return await run_in_threadpool(request.app.state.job_service.get, job_id, caller)

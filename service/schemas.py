@@ -9,8 +9,8 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from algorithms.registry import AlgorithmSpec
+from core.job_record import JobStatus
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "canceled"]
 DATASET_ID_PATTERN = r"^[0-9a-f]{64}$"
 RECORD_ID_PATTERN = r"^[0-9a-f]{32}$"  # jobs and models
 DatasetId = Annotated[

@@ -17,6 +17,7 @@ from typing import Any
 from anyio import CapacityLimiter, to_thread
 
 from core import deadlines
+from core.job_record import JobRecord
 from service.jobs import JobService
 
 MAX_BATCH = 64  # bounds one batch's time in its thread (a millisecond or so per job)
@@ -31,7 +32,7 @@ class SubmitBatcher:
         self._limiter: CapacityLimiter | None = None
 
     async def create(self, request: Any, owner: str, idempotency_key: str | None
-                     ) -> tuple[dict[str, Any], bool]:
+                     ) -> tuple[JobRecord, bool]:
         """:meth:`JobService.create`, stored in the next batch. Waiting for it (and for the
         batch before it) is waiting on Redis and the store: it counts against the request's
         deadline, which answers 503 when it passes first (the batch may still store the job: a

@@ -27,15 +27,16 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
 from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
+from rq.job import Job
+from rq.job import JobStatus as RQJobStatus
 from rq.utils import current_timestamp
 
 from core.blobs import BlobUnavailableError
+from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus
 from core.jobs import enqueue, lost_job
 from core.keys import Keys
 from core.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
@@ -47,12 +48,12 @@ log = logging.getLogger(__name__)
 LOCK_KEY = "mmc:sweeper:lock"
 
 
-def active_jobs(redis: Redis, stores: Stores) -> Iterator[dict[str, Any]]:
+def active_jobs(redis: Redis, stores: Stores) -> Iterator[JobRecord]:
     """Records of the jobs in every tenant's active set (queued or running)."""
     for key in redis.scan_iter(match=f"{Keys.active_prefix()}*", count=500):
         for member in redis.smembers(key):
             record = stores.jobs.get(member.decode())
-            if record is not None and record.get("status") in ("queued", "running"):
+            if record is not None and record.get("status") in ACTIVE_STATUSES:
                 yield record
 
 
@@ -68,7 +69,7 @@ def sweep(redis: Redis, settings: Settings, now: float | None = None) -> list[tu
     for record in active_jobs(redis, stores):
         job_id = record["id"]
         _keep_dataset(redis, record, window)
-        if record["status"] == "running":
+        if record["status"] == JobStatus.RUNNING:
             started = record.get("started_at") or 0
             if now - started > window and not redis.exists(Keys.job_alive(job_id)):
                 outcome = lost_job(
@@ -97,7 +98,7 @@ def _expire_blobs(stores: Stores, now: float) -> None:
         log.info("sweeper: %d expired blobs deleted", deleted)
 
 
-def _check_queued(redis: Redis, settings: Settings, record: dict[str, Any],
+def _check_queued(redis: Redis, settings: Settings, record: JobRecord,
                   now: float) -> str | None:
     """A queued job that no queue holds and no worker runs goes back on its queue."""
     rq_id = record.get("rq_job_id") or record["id"]
@@ -112,14 +113,14 @@ def _check_queued(redis: Redis, settings: Settings, record: dict[str, Any],
         if now - (record.get("queued_at") or now) > window:
             return _requeue(redis, settings, record, "its queue entry was missing")
         return None
-    if status in (JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED):
+    if status in (RQJobStatus.FAILED, RQJobStatus.STOPPED, RQJobStatus.CANCELED):
         return lost_job(redis, settings, record["id"],
                         f"the job's queue entry ended {status.value} before the job ran",
                         expected_rq_id=rq_id)
-    if status == JobStatus.QUEUED and _age(rq_job.enqueued_at, now) > window \
+    if status == RQJobStatus.QUEUED and _age(rq_job.enqueued_at, now) > window \
             and redis.lpos(get_queue(record["queue"], redis).key, rq_id) is None:
         return _requeue(redis, settings, record, "a worker took it from the queue and died")
-    if status == JobStatus.STARTED and _age(rq_job.started_at, now) > window:
+    if status == RQJobStatus.STARTED and _age(rq_job.started_at, now) > window:
         # Its horse marks it running first thing: the worker died before starting it.
         return _requeue(redis, settings, record, "the worker that took it died before starting it")
     return None
@@ -133,13 +134,13 @@ def _age(moment: datetime | None, now: float) -> float:
     return now - moment.timestamp()
 
 
-def _requeue(redis: Redis, settings: Settings, record: dict[str, Any], reason: str) -> str | None:
+def _requeue(redis: Redis, settings: Settings, record: JobRecord, reason: str) -> str | None:
     """Enqueue a job that never ran as a new attempt: its new RQ id fences out the old queue
     entry, should a worker still hold it, so the job runs once."""
     attempt = int(record.get("attempt") or 1) + 1
     new_rq_id = f"{record['id']}-{attempt}"
     moved = Stores(redis, settings).jobs.transition(
-        record["id"], ("queued",), fence=record.get("rq_job_id") or record["id"],
+        record["id"], (JobStatus.QUEUED,), fence=record.get("rq_job_id") or record["id"],
         attempt=attempt, rq_job_id=new_rq_id,
         progress={"step": 0, "objective": None, "updated_at": time.time(),
                   "message": f"queued again by the sweeper: {reason}"})
@@ -170,7 +171,7 @@ def promote_due_deliveries(redis: Redis) -> int:
     return sum(job is not None for job in jobs)
 
 
-def _keep_dataset(redis: Redis, record: dict[str, Any], window: int) -> None:
+def _keep_dataset(redis: Redis, record: JobRecord, window: int) -> None:
     dataset_id = record.get("dataset_id")
     if not dataset_id:
         return
@@ -189,7 +190,7 @@ def settle_jobs_of_workers(redis: Redis, settings: Settings,
     done = []
     for record in active_jobs(redis, Stores(redis, settings)):
         worker = record.get("worker") or {}
-        if (record["status"] == "running" and worker.get("host") == host
+        if (record["status"] == JobStatus.RUNNING and worker.get("host") == host
                 and worker.get("ppid") in worker_pids):
             outcome = lost_job(redis, settings, record["id"],
                                "mmc serve was stopped before the job finished",

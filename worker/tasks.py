@@ -23,6 +23,7 @@ from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
 from core.blobs import BlobUnavailableError
+from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus
 from core.jobs import lost_job, record_id
 from core.keys import Keys
 from core.metrics import job_finished
@@ -96,7 +97,7 @@ def run_job(job_id: str) -> str:
     settings = get_settings()
     heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds, fence)
     heartbeat.beat()
-    if not jobs.transition(job_id, ("queued",), fence=fence, status="running",
+    if not jobs.transition(job_id, (JobStatus.QUEUED,), fence=fence, status=JobStatus.RUNNING,
                            started_at=started_at, worker=worker):
         heartbeat.stop()
         return str(record.get("status"))  # canceled before it started, or a stale attempt
@@ -112,7 +113,7 @@ def run_job(job_id: str) -> str:
     final = jobs.get(job_id) or {}
     job_finished(stores.redis, record.get("algorithm", "unknown"), status,
                  final.get("fit_seconds"))
-    if status in ("succeeded", "failed"):
+    if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
         schedule(stores.redis, settings, final)
     return status
 
@@ -165,8 +166,8 @@ def job_memory_mb(settings) -> int:
     return memory.default_cap_mb() if settings.job_memory_mb is None else settings.job_memory_mb
 
 
-def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
-         cap: memory.MemoryCap | None) -> str:
+def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
+         cap: memory.MemoryCap | None) -> JobStatus:
     jobs = stores.jobs
 
     last_write = 0.0
@@ -187,7 +188,7 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         last_write = now
         update = {"step": int(step), "objective": objective, "message": str(message)[:500],
                   "updated_at": now}
-        if not jobs.transition(job_id, ("running",), fence=fence, progress=update):
+        if not jobs.transition(job_id, (JobStatus.RUNNING,), fence=fence, progress=update):
             raise JobCanceledError(job_id)
 
     def waiting(message: str) -> None:
@@ -250,16 +251,16 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result, fence),
                                    "the result could not be stored", waiting)
         # Result, status and model_id in one fenced step: they come from the same attempt.
-        done = jobs.transition(job_id, ("running",), fence=fence, result=stored,
+        done = jobs.transition(job_id, (JobStatus.RUNNING,), fence=fence, result=stored,
                                keep_model=(model_id, stores.models.ttl),
-                               status="succeeded", finished_at=time.time(),
+                               status=JobStatus.SUCCEEDED, finished_at=time.time(),
                                fit_seconds=fit_seconds, timing=timing, model_id=model_id)
         if not done:
             stores.models.delete(model_id)
             jobs.discard_result_bulk(job_id, stored)
-        return "succeeded" if done else "canceled"
+        return JobStatus.SUCCEEDED if done else JobStatus.CANCELED
     except JobCanceledError:
-        return "canceled"
+        return JobStatus.CANCELED
     except JobTimeoutException as exc:
         message = f"timed out after {record.get('timeout_seconds')} s: {exc}"
         return _fail(jobs, job_id, fence, type(exc).__name__, message)
@@ -275,11 +276,11 @@ def _run(stores: Stores, job_id: str, record: dict[str, Any], fence: str | None,
         return _fail(jobs, job_id, fence, type(exc).__name__, str(exc))
 
 
-def _fail(jobs, job_id: str, fence: str | None, error_type: str, message: str) -> str:
-    moved = jobs.transition(job_id, ("queued", "running"), fence=fence, status="failed",
+def _fail(jobs, job_id: str, fence: str | None, error_type: str, message: str) -> JobStatus:
+    moved = jobs.transition(job_id, ACTIVE_STATUSES, fence=fence, status=JobStatus.FAILED,
                             finished_at=time.time(),
                             error={"type": error_type, "message": message})
-    return "failed" if moved else "canceled"
+    return JobStatus.FAILED if moved else JobStatus.CANCELED
 
 
 def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -> None:
@@ -289,7 +290,7 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
     stores = Stores(connection, settings)
     job_id = record_id(job.id)
     record = stores.jobs.get(job_id)
-    if record is None or record["status"] not in ("queued", "running"):
+    if record is None or record["status"] not in ACTIVE_STATUSES:
         return
     name = getattr(exc_type, "__name__", "WorkerError")
     detail = str(exc_value) if exc_value is not None and str(exc_value) else ""
@@ -298,10 +299,10 @@ def on_failure(job, connection, exc_type=None, exc_value=None, traceback=None) -
         message = "timed out" + (f" after {timeout} s" if timeout else "")
         if detail:
             message += f": {detail}"
-        if stores.jobs.transition(job_id, ("queued", "running"), fence=job.id, status="failed",
+        if stores.jobs.transition(job_id, ACTIVE_STATUSES, fence=job.id, status=JobStatus.FAILED,
                                   finished_at=time.time(),
                                   error={"type": name, "message": message}):
-            job_finished(connection, record.get("algorithm", "unknown"), "failed")
+            job_finished(connection, record.get("algorithm", "unknown"), JobStatus.FAILED)
             schedule(connection, settings, stores.jobs.get(job_id))
         return
     reason = detail or "the worker running this job stopped before it finished"

@@ -8,6 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from algorithms.registry import get_spec
+from core.job_record import JobRecord, JobStatus
 from core.stores import Stores
 from service.deps import (
     AppJobService,
@@ -32,10 +33,10 @@ BYTES = "application/octet-stream"
 CACHE_CONTROL = "private, max-age=3600"
 
 
-def succeeded_job(job_service: JobService, job_id: str, caller: str) -> dict[str, Any]:
+def succeeded_job(job_service: JobService, job_id: str, caller: str) -> JobRecord:
     """The caller's job once it has succeeded: 404 for another tenant's, 409 before the end."""
     record = job_service.get(job_id, caller)
-    if record["status"] != "succeeded":
+    if record["status"] != JobStatus.SUCCEEDED:
         raise ProblemError(409, f"job {job_id} is {record['status']}; its outputs exist once it "
                                 "has succeeded")
     return record
@@ -113,7 +114,7 @@ def _media_type(fmt: str, accept: str) -> str:
     return MEDIA_TYPES[fmt]
 
 
-def draw_plot(stores: Stores, model_cache: ModelCache, job_id: str, record: dict[str, Any]
+def draw_plot(stores: Stores, model_cache: ModelCache, job_id: str, record: JobRecord
               ) -> dict[str, bytes]:
     """Both images of a succeeded job, from its stored result, data and model (404 when one of
     them has expired)."""

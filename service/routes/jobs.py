@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 
 from algorithms.registry import algorithm_names
+from core.job_record import JobStatus
 from core.records import render_job
-from core.stores import JOB_STATUSES
 from service.deps import (
     AppJobService,
     AppMetrics,
@@ -57,15 +57,15 @@ JOB_EXAMPLES = {
 }
 
 
-def job_status_filter(values: list[str] | None) -> frozenset[str]:
+def job_status_filter(values: list[str] | None) -> frozenset[JobStatus]:
     """``?status=`` values, repeated or comma-separated; an unknown status is a 422."""
-    statuses = frozenset(part.strip() for value in values or () for part in value.split(",")
-                         if part.strip())
-    unknown = sorted(statuses - set(JOB_STATUSES))
+    given = frozenset(part.strip() for value in values or () for part in value.split(",")
+                      if part.strip())
+    unknown = sorted(given - set(JobStatus))
     if unknown:
         raise field_error(422, "query.status", f"unknown status {', '.join(unknown)}; one of "
-                          f"{', '.join(JOB_STATUSES)}", "enum")
-    return statuses
+                          f"{', '.join(JobStatus)}", "enum")
+    return frozenset(JobStatus(status) for status in given)
 
 
 def algorithm_filter(name: str | None) -> str | None:
@@ -210,7 +210,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                    caller: Caller):
         """Labels, decision values, algorithm extras and the model id of a succeeded job."""
         record = job_service.get(job_id, caller)
-        if record["status"] != "succeeded":
+        if record["status"] != JobStatus.SUCCEEDED:
             detail = f"job {job_id} is {record['status']}; a result exists once it has succeeded"
             if record.get("error"):
                 detail += f" (error: {record['error']['message']})"

@@ -1,0 +1,84 @@
+"""Job statuses and records in the store: one enum of statuses, which the Lua steps receive as
+arguments instead of spelling them, and records that read back as they were written."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from redis import Redis
+
+from core import stores as stores_module
+from core.job_record import ACTIVE_STATUSES, FINAL_STATUSES, JobRecord, JobStatus
+from core.keys import Keys
+from core.records import render_job
+from core.settings import Settings
+from core.stores import Stores
+from worker import tasks
+
+
+@pytest.fixture
+def stores(redis_url, tmp_path) -> Stores:
+    redis = Redis.from_url(redis_url)
+    return Stores(redis, Settings(redis_url=redis_url, blob_url=str(tmp_path)))
+
+
+def new_record(job_id: str, owner: str) -> JobRecord:
+    return {
+        "id": job_id, "owner": owner, "status": JobStatus.QUEUED, "algorithm": "itersvr",
+        "params": {"n_clusters": 2}, "queue": "fast", "n_samples": 6, "n_features": 2,
+        "dataset_id": None, "timeout_seconds": 60, "queued_at": time.time(),
+        "progress": {"step": 0, "objective": None, "message": "queued", "updated_at": None},
+        "attempt": 1, "rq_job_id": job_id, "callback_url": None,
+    }
+
+
+def lua_sources() -> list[str]:
+    """Every Lua script of the store and the worker (the module-level strings that call Redis)."""
+    return [value for module in (stores_module, tasks) for value in vars(module).values()
+            if isinstance(value, str) and "redis.call" in value]
+
+
+def test_the_statuses_are_the_five_of_the_api_split_into_active_and_final():
+    assert [str(status) for status in JobStatus] == [
+        "queued", "running", "succeeded", "failed", "canceled"]
+    assert sorted(ACTIVE_STATUSES) == ["queued", "running"]
+    assert sorted(FINAL_STATUSES) == ["canceled", "failed", "succeeded"]
+    assert json.dumps(JobStatus.CANCELED) == '"canceled"' and f"{JobStatus.FAILED}" == "failed"
+
+
+def test_no_lua_script_spells_a_status():
+    sources = lua_sources()
+    assert len(sources) >= 5  # delete-owned, transition, create, release claim, heartbeat
+    for source in sources:
+        for status in JobStatus:
+            assert status.value not in source, (status, source)
+
+
+@pytest.mark.parametrize("status", list(JobStatus))
+def test_every_status_round_trips_through_the_store(stores, status):
+    job_id, owner = f"job{time.monotonic_ns()}", f"tenant-{time.monotonic_ns()}"
+    record = new_record(job_id, owner)
+    assert stores.jobs.create_admitted(record, {"dataset_id": None}, cap=10)[0] == "created"
+    assert stores.redis.hget(Keys.job(job_id), "status") == b'"queued"'  # the layout: JSON
+    if status != JobStatus.QUEUED:
+        assert stores.jobs.transition(job_id, (JobStatus.QUEUED,), status=status)
+    stored = stores.jobs.get(job_id)
+    assert stored is not None and stored["status"] is status
+    assert stored == {**record, "status": status}
+    assert render_job(stored)["status"] == status.value
+    # Only an active status keeps the job in its tenant's active set.
+    assert (job_id in stores.jobs.active(owner)) == (status in ACTIVE_STATUSES)
+    listed, total = stores.jobs.list(owner, 0, 10, statuses=frozenset({status}))
+    assert total == 1 and listed[0]["status"] is status
+    stores.jobs.delete(job_id, owner)
+
+
+def test_a_transition_from_a_status_the_job_is_not_in_changes_nothing(stores):
+    job_id, owner = f"job{time.monotonic_ns()}", f"tenant-{time.monotonic_ns()}"
+    stores.jobs.create_admitted(new_record(job_id, owner), {"dataset_id": None}, cap=10)
+    assert not stores.jobs.transition(job_id, (JobStatus.RUNNING,), status=JobStatus.SUCCEEDED)
+    assert stores.jobs.get(job_id)["status"] is JobStatus.QUEUED
+    assert job_id in stores.jobs.active(owner)
+    stores.jobs.delete(job_id, owner)
