@@ -12,6 +12,7 @@ import hashlib
 import hmac
 from typing import Annotated
 
+from anyio import CapacityLimiter
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPBearer
 from redis import Redis
@@ -25,6 +26,7 @@ from service.problems import ProblemError
 from service.submits import SubmitBatcher
 
 OPEN_TENANT = "anonymous"
+SUBMIT_THREADS = 4
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False,
                               description="Needed only when MMC_API_KEYS is set.")
@@ -79,6 +81,18 @@ def _app_state(name: str):
     return Depends(dependency)
 
 
+async def submit_limiter(request: Request) -> CapacityLimiter:
+    """The threads that store jobs on large bodies or stored datasets: a few, not the 40 of the
+    shared pool, which would contend for the GIL and Redis's connection pool (small jobs go
+    through :mod:`service.submits` instead). Made on first use, on the event loop: a limiter
+    belongs to the running loop, which does not exist yet when the app is made."""
+    state = request.app.state
+    limiter = getattr(state, "submit_limiter", None)
+    if limiter is None:
+        limiter = state.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
+    return limiter
+
+
 AppApiKeys = Annotated[list[tuple[bytes, str]], _app_state("api_keys")]  # (digest, tenant)
 AppSettings = Annotated[Settings, _app_state("settings")]
 AppRedis = Annotated[Redis, _app_state("redis")]
@@ -87,4 +101,5 @@ AppJobService = Annotated[JobService, _app_state("job_service")]
 AppSubmits = Annotated[SubmitBatcher, _app_state("submits")]
 AppModelCache = Annotated[ModelCache, _app_state("model_cache")]
 AppMetrics = Annotated[Metrics, _app_state("metrics")]
+AppSubmitLimiter = Annotated[CapacityLimiter, Depends(submit_limiter)]
 Caller = Annotated[str, Depends(owner)]

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.job_record import FINAL_STATUSES, JobRecord
 from core.keys import Keys
+from service.jobs import JobService
 
 MAX_WAIT_SECONDS = 60
 # A waiting request looks up this often whether its caller is still there, so a closed
@@ -73,6 +74,6 @@ async def wait_for_change(request: Request, job_id: str, seen: JobRecord, second
             await asyncio.shield(pubsub.aclose())
 
 
-async def read_job(request: Request, job_id: str, caller: str) -> JobRecord:
-    """The job's record through :class:`service.jobs.JobService` (sync Redis, in a thread)."""
-    return await run_in_threadpool(request.app.state.job_service.get, job_id, caller)
+async def read_job(job_service: JobService, job_id: str, caller: str) -> JobRecord:
+    """The job's record through the job service (sync Redis, in a thread)."""
+    return await run_in_threadpool(job_service.get, job_id, caller)

@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from algorithms.registry import REGISTRY
-from service.deps import AppStores
+from service.deps import AppApiKeys, AppStores
 
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 STATIC_PATH = "/ui/static"
@@ -49,10 +49,11 @@ def uploadable_algorithms() -> list[dict[str, object]]:
     return choices
 
 
-def page(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
+def page(request: Request, template: str, auth_required: bool, status_code: int = 200,
+         **context) -> HTMLResponse:
     response = templates.TemplateResponse(request, template, {
         "static": STATIC_PATH,
-        "auth_required": bool(request.app.state.api_keys),
+        "auth_required": auth_required,
         **context,
     }, status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
@@ -60,8 +61,8 @@ def page(request: Request, template: str, status_code: int = 200, **context) -> 
 
 
 @router.get("/", response_class=HTMLResponse)
-def home(request: Request):
-    return page(request, "home.html", algorithms=uploadable_algorithms(),
+def home(request: Request, api_keys: AppApiKeys):
+    return page(request, "home.html", bool(api_keys), algorithms=uploadable_algorithms(),
                 algorithm_names=list(REGISTRY))
 
 
@@ -71,12 +72,12 @@ def ui_root():
 
 
 @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str, stores: AppStores):
+def job_page(request: Request, job_id: str, stores: AppStores, api_keys: AppApiKeys):
     """The job's page, or a 404 page when no tenant has a job of that id (ids are random, so
     existence says nothing about whose it is; the script fetches the job with the user's key)."""
     if not stores.jobs.exists(job_id):
-        return page(request, "job_missing.html", status_code=404, job_id=job_id)
-    return page(request, "job.html", job_id=job_id)
+        return page(request, "job_missing.html", bool(api_keys), status_code=404, job_id=job_id)
+    return page(request, "job.html", bool(api_keys), job_id=job_id)
 
 
 def mount_static(app) -> None:

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from anyio import CapacityLimiter, to_thread
+from anyio import to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel
 
@@ -15,6 +15,7 @@ from service.deps import (
     AppMetrics,
     AppSettings,
     AppStores,
+    AppSubmitLimiter,
     AppSubmits,
     Caller,
     api_key_header,
@@ -84,19 +85,6 @@ def epoch(moment: datetime | None) -> float | None:
     return moment.timestamp()
 
 
-SUBMIT_THREADS = 4
-
-
-def submit_limiter(app) -> CapacityLimiter:
-    """The threads that store jobs on large bodies or stored datasets: a few, not the 40 of the
-    shared pool, which would contend for the GIL and Redis's connection pool (small jobs go
-    through :mod:`service.submits` instead)."""
-    limiter = getattr(app.state, "submit_limiter", None)
-    if limiter is None:  # made on first use: a limiter belongs to the running event loop
-        limiter = app.state.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
-    return limiter
-
-
 def build_router(job_request: type[BaseModel]) -> APIRouter:
     router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
                        dependencies=[Depends(api_key_header), Depends(bearer)])
@@ -119,6 +107,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         response: Response,
         submits: AppSubmits,
         job_service: AppJobService,
+        submit_limiter: AppSubmitLimiter,
         metrics: AppMetrics,
         caller: Caller,
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=255)] = None,
@@ -136,7 +125,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         else:
             record, replayed = await to_thread.run_sync(
                 job_service.create, body, caller, idempotency_key,
-                limiter=submit_limiter(request.app))
+                limiter=submit_limiter)
         response.headers["Location"] = f"/v1/jobs/{record['id']}"
         if replayed:
             response.headers["Idempotent-Replayed"] = "true"
@@ -175,6 +164,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
     async def get_job(
         job_id: JobIdPath,
         request: Request,
+        job_service: AppJobService,
         caller: Caller,
         wait: Annotated[float | None, Query(
             gt=0, le=MAX_WAIT_SECONDS,
@@ -187,10 +177,10 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
                         "canceled (`finished`).")] = "change",
     ):
         """Status, progress, timing, and the error when it failed."""
-        record = await read_job(request, job_id, caller)
+        record = await read_job(job_service, job_id, caller)
         if wait is not None:
             record = await wait_for_change(request, job_id, record, wait,
-                                           lambda: read_job(request, job_id, caller),
+                                           lambda: read_job(job_service, job_id, caller),
                                            until_finished=until == "finished")
         return render_job(record)
 
