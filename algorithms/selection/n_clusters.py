@@ -31,14 +31,22 @@ with a few points of each of many clusters in a half, the weakest of k noisy sha
 eq. (2.1) alone, though every other cluster carries over. There a larger strong k replaces a
 smaller answer only where it carries over more clusters (:func:`_strong_answer`).
 
-The partitions are the spectral partitions of the kNN graph
+The partitions of each half come from two families, and a k's strength on a split is the larger
+of the two: the spectral partitions of the kNN graph
 (:func:`~algorithms.selection.candidates.spectral_partition`), one embedding per half serving
-every k. The choice is the largest k whose strength reaches ``STRENGTH_THRESHOLD``, the paper's
-recommended threshold (section 3: 0.8 to 0.9). On data with no cluster structure (uniform noise,
-a round Gaussian) no k reaches it; "auto" still answers a k >= 2 (the methods partition into two
-clusters or more), the one of highest strength, and says the choice is not clear
-(``NClustersChoice.clear``). One elongated cloud is the exception: a cut across its long axis is
-reproducible, so it is answered 2 and clear.
+every k, and Genie's partitions of the half's minimum spanning tree at the Gini threshold
+``GENIE_GINI`` (Gagolewski, Bartoszuk and Cena 2016, Algorithm 1), one tree per half serving
+every k. Spectral partitions follow clusters of any shape, but points of background noise bridge
+the graph's clusters and move its cut from half to half; Genie's Gini correction merges the
+smallest clusters first, so such points join the nearest cluster instead of standing as clusters
+of their own, and a partition that noise points hide from one family is reproduced by the other.
+A k is kept when some family finds its clusters in both halves. The choice is the largest k
+whose strength reaches ``STRENGTH_THRESHOLD``, the paper's recommended threshold (section 3: 0.8
+to 0.9). On data with no cluster structure (uniform noise, a round Gaussian) no k reaches it;
+"auto" still answers a k >= 2 (the methods partition into two clusters or more), the one of
+highest strength, and says the choice is not clear (``NClustersChoice.clear``). One elongated
+cloud is the exception: a cut across its long axis is reproducible, so it is answered 2 and
+clear.
 
 Identical rows belong to one cluster (every method gives copies one label), so a partition into
 k clusters needs k distinct rows: k goes up to the number of distinct rows. Where a row repeats
@@ -63,6 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import minimum_spanning_tree
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import centred, distinct_rows, scale_gamma_of_distances, squared_distances
@@ -74,6 +83,7 @@ from algorithms.selection.candidates import (
     kmeans_runs,
     knn_graph_of_distances,
 )
+from algorithms.selection.genie import genie_labels_from_tree
 
 # Splits averaged: at least MIN_SPLITS (three degrees of freedom for a standard error), at most
 # MAX_SPLITS; in between, until its mean strength is SETTLED_Z standard errors from the
@@ -100,6 +110,8 @@ SPARED_SHARE = 0.15
 # How many more clusters, on average, a strong k above EVERY_K_UP_TO must carry over than a
 # smaller strong answer to replace it (_strong_answer).
 REPRODUCED_GAIN = 0.5
+# Genie's Gini threshold for the second family of partitions: the paper's recommended value.
+GENIE_GINI = 0.3
 # The soft margin of the transfer SVM: wide enough to follow a partition's curved boundaries.
 TRANSFER_C = 10.0
 # Its KKT tolerance: scikit-learn's and libsvm's default.
@@ -244,8 +256,13 @@ def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomStat
     D_train, D_test = D[np.ix_(train, train)], D[np.ix_(test, test)]
     if not D_train.any() or not D_test.any():  # a half of copies of one row: no partition
         return dict.fromkeys(ks, (0.0, 0))
-    train_parts = _spectral_partitions(D_train, ks, rng, _rows_of(copies, train))
-    test_parts = _spectral_partitions(D_test, ks, rng, _rows_of(copies, test))
+    families = [(_spectral_partitions(D_train, ks, rng, _rows_of(copies, train)),
+                 _spectral_partitions(D_test, ks, rng, _rows_of(copies, test)))]
+    # Where rows repeat as often as a point has graph neighbours, the spanning tree's edges tie
+    # (data on a grid) and its cut between equal edges is arbitrary, while clusters of whole
+    # rows carry over whatever the cut: Genie's family is left out there.
+    if copies is None:
+        families.append((_genie_partitions(D_train, ks), _genie_partitions(D_test, ks)))
     # One RBF kernel serves the SVM of every k, at scikit-learn's SVC default width (set by the
     # spread of all the training half's points). At the methods' local width, set by the densest
     # clusters' neighbour distances, a sparse cluster's unseen points have kernel values near 0
@@ -254,8 +271,10 @@ def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomStat
     gamma = scale_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
-    return {k: reproduction(_transfer(K_train, train_parts[k], K_test), test_parts[k])
-            if k in train_parts and k in test_parts else (0.0, 0) for k in ks}
+    return {k: max((reproduction(_transfer(K_train, train_parts[k], K_test), test_parts[k])
+                    for train_parts, test_parts in families
+                    if k in train_parts and k in test_parts), default=(0.0, 0))
+            for k in ks}
 
 
 def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
@@ -375,6 +394,45 @@ def _spectral_partitions(D: np.ndarray, ks: Sequence[int], rng: np.random.Random
         runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
         partitions[k] = min(runs, key=lambda run: run[0])[1]
     return partitions
+
+
+def _genie_partitions(D: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
+    """Genie's partition (``GENIE_GINI``) into every k of ``ks`` up to the number of points, of
+    the points whose squared distances are ``D``, from one minimum spanning tree. Copies of a
+    row are joined first (their edges are the shortest), so each row's copies share a cluster;
+    a partition with a cluster of copies of one row is left out (as the spectral family
+    partitions distinct rows): both halves hold copies of that row, any classifier carries
+    them over, and a far row repeated a few times would count as a reproduced cluster."""
+    n = D.shape[0]
+    tree = _spanning_tree_of_distances(D)
+    partitions = {}
+    for k in ks:
+        if k <= n and not _has_a_cluster_of_one_row(
+                D, labels := genie_labels_from_tree(tree, n, k, GENIE_GINI)):
+            partitions[k] = labels
+    return partitions
+
+
+def _has_a_cluster_of_one_row(D: np.ndarray, labels: np.ndarray) -> bool:
+    """Whether some cluster of two points or more holds copies of a single row (its points are
+    all at distance 0 from its first)."""
+    clusters, first, counts = np.unique(labels, return_index=True, return_counts=True)
+    for cluster, start in zip(clusters[counts > 1], first[counts > 1], strict=True):
+        if not D[start, labels == cluster].any():
+            return True
+    return False
+
+
+def _spanning_tree_of_distances(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges ``(a, b, length)`` of the minimum spanning tree of the complete graph whose
+    squared edge lengths are ``D``, sorted by length. A zero length (copies of a row) is
+    raised to the smallest positive float: the graph routine reads zeros as no edge."""
+    lengths = np.maximum(np.sqrt(D), np.finfo(float).tiny)
+    np.fill_diagonal(lengths, 0.0)
+    tree = minimum_spanning_tree(lengths).tocoo()
+    order = np.argsort(tree.data, kind="stable")
+    return (tree.row[order].astype(np.int64), tree.col[order].astype(np.int64),
+            tree.data[order])
 
 
 def _transfer(K_train: np.ndarray, labels: np.ndarray, K_test: np.ndarray) -> np.ndarray:
