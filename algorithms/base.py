@@ -1,6 +1,5 @@
-"""Shared estimator base (parameter validation, portable model export), fitting helpers and
-clustering metrics. The input checks and the npz format live in :mod:`algorithms.inputs`, the
-parameter models in :mod:`algorithms.params`; their names are re-exported here.
+"""The estimator base shared by every algorithm: parameter validation, portable export, the
+portfolio's partition, and labelling every point after a sampled fit.
 
 Every algorithm in this package is a scikit-learn estimator built on :class:`MMCEstimatorMixin`:
 
@@ -10,61 +9,36 @@ Every algorithm in this package is a scikit-learn estimator built on :class:`MMC
 * ``fit(X, y=None, *, progress=None)`` calls ``progress(step, objective, message)`` at least once
   per outer iteration;
 * ``to_model()`` returns ``(meta, arrays)``: JSON-serialisable metadata and plain numeric arrays,
-  stored as JSON + ``.npz`` and loaded with ``allow_pickle=False``; ``from_model(meta, arrays)``
-  rebuilds a fitted estimator. Nothing a client stores can execute code.
+  stored as JSON + ``.npz`` and loaded with ``allow_pickle=False`` (:mod:`algorithms.export`);
+  ``from_model(meta, arrays)`` rebuilds a fitted estimator. Nothing a client stores can execute
+  code.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
-import math
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from pydantic import ValidationError
-from scipy.optimize import linear_sum_assignment
-from scipy.sparse.linalg import eigsh
-from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-# Their home is algorithms.inputs and algorithms.params.common; the names stay importable from
-# here (the library's earlier paths).
-from algorithms.inputs import (  # noqa: F401
-    MAX_ABS_VALUE,
-    MIN_SPREAD,
-    arrays_to_npz_bytes,
-    as_float_matrix,
-    check_clustering_input,
-    check_partial_labels,
-    npz_bytes_to_arrays,
-)
-from algorithms.kernels import local_scaling_gamma, pairwise_kernel
-from algorithms.params.common import (  # noqa: F401
-    AUTO,
-    DEPRECATED,
-    RENAMED_VALUES,
-    AlgorithmParams,
-    GammaParam,
-    KernelParam,
-    NClusters,
-    PositiveFloat,
-    RandomStateParam,
-    Renames,
-    format_validation_error,
-    is_unset,
-    reciprocal,
-)
+from algorithms.export import MODEL_FORMAT, jsonable
+from algorithms.inputs import as_float_matrix, check_clustering_input
+from algorithms.kernels import local_scaling_gamma
+from algorithms.out_of_sample import KernelExpansionClassifier
+from algorithms.params.common import AUTO, AlgorithmParams, format_validation_error, is_unset
 from algorithms.progress import ProgressCallback, report
+from algorithms.sampling import stratified_rows
 from algorithms.selection.bisection import guide_partition
 from algorithms.selection.n_clusters import choose_n_clusters
 from algorithms.selection.portfolio import Portfolio
-
-MODEL_FORMAT = "mmc-model/1"
 
 # The out-of-sample SVM of a partition adopted from the portfolio: trained on at most this many
 # points, at the C of the margin criterion that chose it.
@@ -85,30 +59,6 @@ def in_row_blocks(method: Callable[[np.ndarray], np.ndarray], X: np.ndarray, blo
         blocks.append(np.asarray(method(X[start:start + block_rows])))
         on_block(start + blocks[-1].shape[0], X.shape[0])
     return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
-
-
-def save_model(estimator: MMCEstimatorMixin, path_prefix: str) -> tuple[str, str]:
-    """Write ``<prefix>.json`` and ``<prefix>.npz``; returns both paths."""
-    meta, arrays = estimator.to_model()
-    json_path, npz_path = f"{path_prefix}.json", f"{path_prefix}.npz"
-    with open(json_path, "w", encoding="utf-8") as handle:
-        json.dump(meta, handle)
-    with open(npz_path, "wb") as handle:
-        handle.write(arrays_to_npz_bytes(arrays))
-    return json_path, npz_path
-
-
-def _jsonable(value: Any) -> Any:
-    """Make parameter values JSON-safe (numpy scalars to Python, RandomState instances dropped)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +118,7 @@ class MMCEstimatorMixin:
         for name in self._result_attributes:
             if hasattr(self, name):
                 value = getattr(self, name)
-                extras[name.rstrip("_")] = _jsonable(
+                extras[name.rstrip("_")] = jsonable(
                     value.tolist() if isinstance(value, np.ndarray) else value
                 )
         return extras
@@ -275,7 +225,7 @@ class MMCEstimatorMixin:
         ``PARTITION_MODEL_MAX_N`` points with every cluster in them) becomes the model, and
         ``labels_`` its labels of ``X``, so that ``predict`` on the training points returns
         them."""
-        train = _stratified_rows(labels, PARTITION_MODEL_MAX_N, rng)
+        train = stratified_rows(labels, PARTITION_MODEL_MAX_N, rng)
         gamma = local_scaling_gamma(X[train], random_state=rng)
         self.partition_model_ = KernelExpansionClassifier.fit(
             X[train], labels[train], kernel="rbf", gamma=gamma, C=PARTITION_MODEL_C)
@@ -370,9 +320,9 @@ class MMCEstimatorMixin:
         meta = {
             "format": MODEL_FORMAT,
             "estimator": type(self).__name__,
-            "params": _jsonable(params),
+            "params": jsonable(params),
             "n_features_in": int(getattr(self, "n_features_in_", 0)),
-            "state": _jsonable(state),
+            "state": jsonable(state),
         }
         json.dumps(meta)  # fail here, not in the store, if something is not JSON
         return meta, {key: np.asarray(value) for key, value in arrays.items()}
@@ -403,428 +353,34 @@ class MMCEstimatorMixin:
         return estimator
 
 
-# ---------------------------------------------------------------------------------------------
-# Metrics and class balance
-# ---------------------------------------------------------------------------------------------
 
-
-def clustering_error(y_true: Any, y_pred: Any) -> float:
-    """Share of points misassigned after the best one-to-one matching of clusters to classes.
-
-    The matching is Hungarian (``linear_sum_assignment``) on the contingency table, so it works when
-    the numbers of clusters and classes differ; points labeled ``-1`` (outliers) count as errors.
-    """
-    truth = np.asarray(y_true).ravel()
-    pred = np.asarray(y_pred).ravel()
-    if truth.shape != pred.shape:
-        raise ValueError(f"y_true and y_pred differ in length: {truth.shape[0]} vs {pred.shape[0]}")
-    if truth.size == 0:
-        raise ValueError("cannot score an empty labeling")
-    classes, truth_index = np.unique(truth, return_inverse=True)
-    assigned = pred != -1
-    clusters, pred_index = np.unique(pred[assigned], return_inverse=True)
-    table = np.zeros((clusters.size, classes.size), dtype=np.int64)
-    np.add.at(table, (pred_index, truth_index[assigned]), 1)
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    return 1.0 - table[rows, cols].sum() / truth.size
-
-
-def _stratified_rows(labels: np.ndarray, size: int, rng: np.random.RandomState) -> np.ndarray:
-    """Sorted indices of at most ``size`` rows, each cluster of ``labels`` giving its share (by
-    :func:`_cell_shares`, so at least one row each); all rows when there are at most ``size``."""
-    if labels.size <= size:
-        return np.arange(labels.size)
-    clusters, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    return np.sort(_draw_by_cell(inverse, counts, max(size, clusters.size), rng))
-
-
-# Cells of a stratified sample (fit_sample with X): each of a few clusters spans several cells, and
-# a sample of a few hundred points still gives each cell a handful.
-SAMPLE_CELLS = 64
-
-
-def fit_sample(n_samples: int, exact_max_n: int | None, rng: np.random.RandomState,
-               keep: np.ndarray | None = None,
-               X: np.ndarray | None = None) -> np.ndarray | None:
-    """Sorted indices of the random sample of ``exact_max_n`` points that a large-n fit clusters,
-    or None when every point is clustered (``exact_max_n=None``, or at most ``exact_max_n``
-    points).
-
-    The rows ``keep`` (partially labelled points) are always in the sample. The rest is drawn
-    from the other rows: uniformly, or, given their coordinates ``X``, stratified. Then the rows
-    are split into ``SAMPLE_CELLS`` cells by k-means and each cell gives its share of the draw
-    (largest remainders, and at least one point), uniformly within the cell. A uniform sample's
-    clusters differ from the data's proportions by about ``sqrt(exact_max_n)`` points; a
-    stratified one's by a few, which matters to methods that split their sample evenly (GMMC's
-    (10)).
-    """
-    if exact_max_n is None or n_samples <= exact_max_n:
-        return None
-    keep = np.zeros(0, dtype=np.int64) if keep is None else np.asarray(keep, dtype=np.int64)
-    if keep.size > exact_max_n:
-        raise ValueError(f"{keep.size} labelled points do not fit in a sample of exact_max_n="
-                         f"{exact_max_n} points; raise exact_max_n or label fewer points")
-    others = np.arange(n_samples) if keep.size == 0 else np.setdiff1d(np.arange(n_samples), keep)
-    size = exact_max_n - keep.size
-    if X is None or size < SAMPLE_CELLS:
-        drawn = rng.choice(others, size=size, replace=False)
-    else:
-        drawn = _stratified_draw(X[others], size, rng)
-        drawn = others[drawn]
-    return np.sort(np.concatenate([keep, drawn]))
-
-
-def _stratified_draw(X: np.ndarray, size: int, rng: np.random.RandomState) -> np.ndarray:
-    """``size`` row indices of ``X``, each k-means cell's share of them drawn within it."""
-    from sklearn.cluster import MiniBatchKMeans
-
-    cells = MiniBatchKMeans(SAMPLE_CELLS, n_init=1, batch_size=4096,
-                            random_state=rng).fit_predict(X)
-    return _draw_by_cell(cells, np.bincount(cells, minlength=SAMPLE_CELLS), size, rng)
-
-
-def _draw_by_cell(cells: np.ndarray, counts: np.ndarray, size: int,
-                  rng: np.random.RandomState) -> np.ndarray:
-    """``size`` row indices, cell by cell (``cells``: each row's cell, ``counts``: the rows of
-    each), each cell's share of them (:func:`_cell_shares`) drawn uniformly within it."""
-    take = _cell_shares(counts, size)
-    order = np.argsort(cells, kind="stable")
-    starts = np.r_[0, np.cumsum(counts)]
-    return np.concatenate([
-        rng.choice(order[starts[c]:starts[c + 1]], size=take[c], replace=False)
-        for c in range(counts.size) if take[c]])
-
-
-def _cell_shares(counts: np.ndarray, size: int) -> np.ndarray:
-    """Points drawn from each cell of ``counts`` points: its share of ``size`` by largest
-    remainders, and at least one from every non-empty cell (``size`` is at least the number of
-    cells). A cell is a region of the data; a sample without it cannot give it a cluster, and a
-    sample of a few copies of one row (a row repeated thousands of times beside a rare one)
-    cannot be clustered at all. The points a small cell gains come from the largest cells."""
-    quota = size * counts / counts.sum()
-    take = np.where(counts > 0, np.maximum(np.floor(quota), 1), 0).astype(np.int64)
-    if take.sum() <= size:  # the rest to the largest remainders
-        take[np.argsort(take - quota, kind="stable")[:size - take.sum()]] += 1
-    else:  # one fewer from each of the largest cells
-        take[np.argsort(-take, kind="stable")[:take.sum() - size]] -= 1
-    return take
-
-
-def balance_limit(n_samples: int, class_balance: float) -> float:
-    """The papers' ``l`` in ``-l <= e^T y <= l`` from the fraction ``class_balance = l / n``."""
-    return float(class_balance) * n_samples
-
-
-def labels_from_leading_eigenvector(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Labels ``{0, 1}`` from the sign of ``sqrt(lambda_1) v_1`` of a label matrix ``M ~ yy^T``.
-
-    Returns ``(labels, scores)``; ``scores = sqrt(lambda_1) v_1`` is the relaxed ``y``. The sign
-    of an eigenvector is arbitrary, so it is fixed to make the first point's score non-negative.
-    """
-    eigvals, eigvecs = np.linalg.eigh((M + M.T) / 2.0)
-    scores = np.sqrt(max(eigvals[-1], 0.0)) * eigvecs[:, -1]
-    if scores[0] < 0:
-        scores = -scores
-    return (scores < 0).astype(np.int64), scores
-
-
-def two_cluster_labels(y: np.ndarray) -> np.ndarray:
-    """Labels ``{0, 1}`` of a two-cluster labeling given with any two values, cluster 0 holding
-    the first point (as :func:`labels_from_leading_eigenvector` names them)."""
-    y = np.asarray(y)
-    return (y != y[0]).astype(np.int64)
-
-
-def balanced_signs(scores: np.ndarray, limit: float) -> np.ndarray:
-    """``y = sign(scores - t)`` in ``{-1, +1}`` with the threshold ``t`` nearest 0 that keeps
-    ``-limit <= e^T y <= limit`` (both classes non-empty)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    n = scores.size
-    low = max(1, math.ceil((n - limit) / 2))
-    high = min(n - 1, math.floor((n + limit) / 2))
-    if low > high:  # limit below the parity gap: the most balanced split
-        low = high = n // 2
-    n_positive = int(np.clip(np.count_nonzero(scores > 0), low, high))
-    y = -np.ones(n)
-    y[np.argsort(-scores, kind="stable")[:n_positive]] = 1.0
-    return y
-
-
-def psd_factor(M: np.ndarray, rank: int | None = None) -> np.ndarray:
-    """``V`` with ``V V^T ~ M``: eigenvectors scaled by ``sqrt`` of the non-negligible eigenvalues
-    (the largest ``rank`` of them when given), largest first. With ``rank`` only those
-    eigenpairs are computed, by Lanczos from a fixed start: a relaxed label matrix has low rank,
-    so a full eigendecomposition wastes most of its work, and LAPACK's ``evr`` for a few
-    eigenpairs is slow on the matrix's large cluster of zero eigenvalues."""
-    symmetric = (M + M.T) / 2.0
-    n = symmetric.shape[0]
-    if rank is not None and n > 4 * rank + 20:
-        # A fixed random start: ones would be orthogonal to a balanced labeling's y (M e = 0).
-        start = np.random.default_rng(0).standard_normal(n)
-        eigvals, eigvecs = eigsh(symmetric, k=rank, which="LA", v0=start)
-        order = np.argsort(eigvals)
-        eigvals, eigvecs = eigvals[order], eigvecs[:, order]
-    else:
-        eigvals, eigvecs = np.linalg.eigh(symmetric)
-    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-    keep = eigvals > max(eigvals[0], 0.0) * 1e-6
-    if rank is not None:
-        keep[rank:] = False
-    return eigvecs[:, keep] * np.sqrt(eigvals[keep])[None, :]
-
-
-def randomized_rounding(
-    M: np.ndarray,
-    objective: Callable[[np.ndarray], float],
-    *,
-    limit: float,
-    n_trials: int = 50,
-    random_state: int | np.random.RandomState | None = None,
-) -> tuple[np.ndarray, float, int]:
-    """Hard labels ``y in {-1, +1}`` from a relaxed ``M ~ yy^T`` by randomized hyperplane rounding.
-
-    Candidates: the leading eigenvector and ``n_trials`` random hyperplanes ``sign(V r)`` with
-    ``V V^T = M``, ``r ~ N(0, I)`` (Goemans-Williamson), each thresholded by
-    :func:`balanced_signs` so it meets the balance constraint. Returns the candidate of smallest
-    ``objective(y)``, its objective, and the index of the winner (0 = the eigenvector).
-    """
-    rng = check_random_state(random_state)
-    V = psd_factor(M)
-    best_y = balanced_signs(V[:, 0], limit)
-    best_value, best_index = float(objective(best_y)), 0
-    for trial in range(1, n_trials + 1):
-        y = balanced_signs(V @ rng.standard_normal(V.shape[1]), limit)
-        value = float(objective(y))
-        if value < best_value:
-            best_y, best_value, best_index = y, value, trial
-    return best_y, best_value, best_index
-
-
-def labels_from_label_matrix(
-    M: np.ndarray, n_clusters: int, random_state: int | np.random.RandomState | None = None
-) -> np.ndarray:
-    """Cluster labels ``0..k-1`` from a relaxed equivalence matrix ``M ~ DD^T`` (``M_ij ~ 1`` when
-    i and j share a cluster): k-means (20 starts) on the rows of its rank-k factor."""
-    from sklearn.cluster import KMeans  # local: k-means is only needed by multi-class recovery
-
-    embedding = psd_factor(M, rank=n_clusters)
-    seed = check_random_state(random_state).randint(2**31 - 1)
-    labels = KMeans(n_clusters, n_init=20, random_state=seed).fit_predict(embedding)
-    return _first_seen_order(labels)
-
-
-def _first_seen_order(labels: np.ndarray) -> np.ndarray:
-    """Renumber labels ``0..k-1`` in the order clusters first appear (deterministic names)."""
-    _, first = np.unique(labels, return_index=True)
-    order = np.argsort(np.argsort(first))
-    return order[np.unique(labels, return_inverse=True)[1]].astype(np.int64)
-
-
-class SDPSolverError(RuntimeError):
-    """A numerical solver ended without a usable solution; the message carries its status."""
-
-
-def check_solver_status(status: str | None, *, solver: str, what: str) -> list[str]:
-    """Map a cvxpy status to warnings or an error, so that no solve is trusted silently.
-
-    ``"optimal"`` -> no warning; ``"optimal_inaccurate"`` -> one warning to report with the
-    result; anything else (infeasible, unbounded, iteration limit, ...) -> :class:`SDPSolverError`.
-    """
-    if status == "optimal":
-        return []
-    if status == "optimal_inaccurate":
-        return [f"{solver} solved {what} only to reduced accuracy (status optimal_inaccurate); "
-                "labels may be less reliable"]
-    raise SDPSolverError(f"{solver} failed on {what}: status {status!r}")
-
-
-# The conic solvers by their names in the parameters, and cvxpy's name of each (which messages
-# show): the one place the two spellings meet.
-ConicSolver = Literal["scs", "clarabel"]
-CVXPY_SOLVER_NAMES: dict[str, str] = {"scs": "SCS", "clarabel": "CLARABEL"}
-
-
-def cvxpy_solver_name(solver: str) -> str:
-    """cvxpy's name of a conic solver named as in the parameters (``"scs"`` -> ``"SCS"``); any
-    other name is taken as cvxpy's own, which cvxpy refuses if it has no such solver."""
-    return CVXPY_SOLVER_NAMES.get(solver, solver)
-
-
-def solve_conic(problem, solver: ConicSolver, tol: float, max_iter: int, what: str
-                ) -> tuple[list[str], int]:
-    """Solve a cvxpy problem with SCS or Clarabel (``"scs"``, ``"clarabel"``) at ``tol`` and
-    ``max_iter``; its status becomes warnings or an :class:`SDPSolverError`
-    (:func:`check_solver_status`).
-
-    Returns ``(warnings, solver iterations)``.
-    """
-    import warnings
-
-    import cvxpy as cp
-
-    name = cvxpy_solver_name(solver)
-    options: dict[str, Any]
-    if name == "SCS":
-        options = {"eps_abs": tol, "eps_rel": tol, "max_iters": max_iter}
-    else:
-        options = {"tol_gap_abs": tol, "tol_gap_rel": tol, "tol_feas": tol, "max_iter": max_iter}
-    try:
-        with warnings.catch_warnings():  # cvxpy's "may be inaccurate": reported via the status
-            warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=name, **options)
-    except cp.error.SolverError as exc:
-        raise SDPSolverError(f"{name} failed on {what}: {exc}") from None
-    notes = check_solver_status(problem.status, solver=name, what=what)
-    return notes, int(problem.solver_stats.num_iters or 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Out-of-sample model: SVMs trained on found labels (iterSVR section 3.2.1, thesis section 3.4)
-# ---------------------------------------------------------------------------------------------
-
-
-# Kernel entries evaluated at once by KernelExpansionClassifier.decision_function: bounds the
-# memory of one block (16 million float64 entries).
-DECISION_BLOCK_ENTRIES = 16_000_000
-
-
-def with_intercept(expansion: np.ndarray, reach: np.ndarray, intercept: np.ndarray
-                   ) -> np.ndarray:
-    """Decision values ``f = expansion + b`` of :meth:`KernelExpansionClassifier.expansion`,
-    except far from every support vector.
-
-    An RBF expansion decays to zero away from the support vectors, so there ``f`` tends to the
-    bias ``b`` alone, and every far point would take the class of the bias's sign (or of the
-    largest bias), whatever side of the data it lies on. Where the expansion cannot outweigh
-    the bias in any column (``sum_j K(x, s_j) |a_jc| < |b_c|`` for every ``c``) the bias is left
-    out, so that the nearest support vectors decide, as they do near the data.
-    """
-    intercept = np.asarray(intercept, dtype=np.float64)[None, :]
-    values = expansion.reshape(expansion.shape[0], -1)
-    far = np.all(reach.reshape(values.shape) < np.abs(intercept), axis=1)
-    values = values + np.where(far[:, None], 0.0, intercept)
-    return values[:, 0] if values.shape[1] == 1 else values
-
-
-class KernelExpansionClassifier:
-    """``f_c(x) = sum_j K(x, s_j) a_jc + b_c`` over support vectors ``s_j``, one column per class.
-
-    Built from libsvm (``sklearn.svm.SVC``) one-vs-rest on labels found by a clustering algorithm,
-    reusing the training kernel matrix when it is given. Two classes use one column (positive means
-    label 1). Exported as plain arrays, so predict needs numpy only.
-    """
-
-    def __init__(
-        self,
-        support_vectors: np.ndarray,
-        dual_coef: np.ndarray,
-        intercept: np.ndarray,
-        classes: np.ndarray,
-        kernel: str,
-        gamma: float,
-    ):
-        self.support_vectors = np.asarray(support_vectors, dtype=np.float64)
-        self.dual_coef = np.asarray(dual_coef, dtype=np.float64)
-        self.intercept = np.asarray(intercept, dtype=np.float64)
-        self.classes = np.asarray(classes, dtype=np.int64)
-        self.kernel = kernel
-        self.gamma = float(gamma)
-
-    @classmethod
-    def fit(
-        cls,
-        X: np.ndarray,
-        labels: np.ndarray,
-        *,
-        kernel: str,
-        gamma: float,
-        C: float = 1.0,
-        K: np.ndarray | None = None,
-    ) -> KernelExpansionClassifier:
-        """Train on the points labeled ``>= 0``; ``K`` is the kernel of ``X`` if precomputed."""
-        labels = np.asarray(labels)
-        known = np.flatnonzero(labels >= 0)
-        classes = np.unique(labels[known])
-        if classes.size < 2:
-            raise ValueError("an out-of-sample SVM needs at least two non-empty clusters")
-        if K is None:
-            K = pairwise_kernel(X[known], kernel=kernel, gamma=gamma)
-        else:
-            K = K[np.ix_(known, known)]
-        targets = [classes[1]] if classes.size == 2 else list(classes)
-        columns, intercepts, support = [], [], set()
-        for target in targets:
-            svm = SVC(C=C, kernel="precomputed", tol=1e-4)
-            svm.fit(K, (labels[known] == target).astype(int))
-            coef = np.zeros(known.size)
-            coef[svm.support_] = svm.dual_coef_[0]
-            columns.append(coef)
-            intercepts.append(svm.intercept_[0])
-            support.update(svm.support_.tolist())
-        support_index = np.array(sorted(support), dtype=np.int64)
-        dual = np.stack(columns, axis=1)[support_index]
-        return cls(X[known][support_index], dual, np.array(intercepts), classes, kernel, gamma)
-
-    @classmethod
-    def from_binary_svc(cls, X: np.ndarray, svm: SVC, kernel: str, gamma: float
-                        ) -> KernelExpansionClassifier:
-        """The classifier of an ``SVC(kernel="precomputed")`` already trained on the kernel of
-        ``X`` with two classes (positive decision means the second), instead of a second fit."""
-        return cls(X[svm.support_], svm.dual_coef_[0][:, None], svm.intercept_[:1],
-                   np.array([0, 1]), kernel, gamma)
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """``f(x)``, one column per class (one value for two classes), by
-        :meth:`expansion` and :func:`with_intercept`."""
-        return with_intercept(*self.expansion(X), self.intercept)
-
-    def expansion(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(sum_j K(x, s_j) a_jc, sum_j K(x, s_j) |a_jc|)``, each ``(n, n_columns)``: the
-        kernel expansion without the bias, and how far it can move ``f`` (for a nonnegative
-        kernel). In row blocks, so a large X never holds its whole n x n_support kernel."""
-        rows = max(1, DECISION_BLOCK_ENTRIES // max(1, self.support_vectors.shape[0]))
-        values = np.empty((X.shape[0], self.dual_coef.shape[1]))
-        reach = np.full_like(values, np.inf)
-        for start in range(0, X.shape[0], rows):
-            block = pairwise_kernel(X[start:start + rows], self.support_vectors,
-                                    kernel=self.kernel, gamma=self.gamma)
-            values[start:start + rows] = block @ self.dual_coef
-            if self.kernel == "rbf":
-                reach[start:start + rows] = block @ np.abs(self.dual_coef)
-        return values, reach
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.labels_from_decision(self.decision_function(X))
-
-    def labels_from_decision(self, values: np.ndarray) -> np.ndarray:
-        """The class of each row of :meth:`decision_function`'s values."""
-        if values.ndim == 1:
-            return np.where(values > 0, self.classes[1], self.classes[0])
-        return self.classes[np.argmax(values, axis=1)]
-
-    @property
-    def n_support(self) -> int:
-        return int(self.support_vectors.shape[0])
-
-    def to_export(self, prefix: str = "svm_") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        meta = {"kernel": self.kernel, "gamma": self.gamma}
-        arrays = {
-            f"{prefix}support_vectors": self.support_vectors,
-            f"{prefix}dual_coef": self.dual_coef,
-            f"{prefix}intercept": self.intercept,
-            f"{prefix}classes": self.classes,
-        }
-        return meta, arrays
-
-    @classmethod
-    def from_export(
-        cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], prefix: str = "svm_"
-    ) -> KernelExpansionClassifier:
-        return cls(
-            arrays[f"{prefix}support_vectors"],
-            arrays[f"{prefix}dual_coef"],
-            arrays[f"{prefix}intercept"],
-            arrays[f"{prefix}classes"],
-            meta["kernel"],
-            meta["gamma"],
-        )
+# Names this module held before they moved to modules of their own; importable from here, with a
+# DeprecationWarning, until the next release.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(("MAX_ABS_VALUE", "MIN_SPREAD", "arrays_to_npz_bytes", "check_partial_labels",
+                     "npz_bytes_to_arrays"), "algorithms.inputs"),
+    **dict.fromkeys(("DEPRECATED", "RENAMED_VALUES", "GammaParam", "KernelParam", "NClusters",
+                     "PositiveFloat", "RandomStateParam", "Renames", "reciprocal"),
+                    "algorithms.params.common"),
+    "pairwise_kernel": "algorithms.kernels",
+    "save_model": "algorithms.export",
+    "clustering_error": "algorithms.metrics",
+    **dict.fromkeys(("SAMPLE_CELLS", "fit_sample"), "algorithms.sampling"),
+    **dict.fromkeys(("balance_limit", "balanced_signs", "labels_from_label_matrix",
+                     "labels_from_leading_eigenvector", "psd_factor", "randomized_rounding",
+                     "two_cluster_labels"), "algorithms.rounding"),
+    **dict.fromkeys(("CVXPY_SOLVER_NAMES", "ConicSolver", "SDPSolverError",
+                     "check_solver_status", "cvxpy_solver_name", "solve_conic"),
+                    "algorithms.conic"),
+    **dict.fromkeys(("DECISION_BLOCK_ENTRIES", "with_intercept"), "algorithms.out_of_sample"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_MOVED`, from its module, with a ``DeprecationWarning``."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"algorithms.base.{name} is deprecated and will be removed in the next "
+                  f"release; import it from {home}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(home), name)

@@ -67,11 +67,7 @@ from sklearn.preprocessing import normalize as normalize_rows
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from algorithms.base import (
-    MMCEstimatorMixin,
-    ProgressCallback,
-    report,
-)
+from algorithms.base import MMCEstimatorMixin
 from algorithms.inputs import (
     as_float_matrix,
 )
@@ -84,6 +80,7 @@ from algorithms.params.cpm3c import WIDE_LOCAL_SCALING
 from algorithms.params.cpm3c import (
     CPM3CParams as CPM3CParams,
 )
+from algorithms.progress import ProgressCallback, report
 from algorithms.selection.candidates import (
     kmeans_partitions,
     partition_key,

@@ -22,21 +22,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from algorithms.base import (
+from algorithms.base import MMCEstimatorMixin
+from algorithms.conic import (
     ConicSolver,
-    KernelExpansionClassifier,
-    MMCEstimatorMixin,
-    ProgressCallback,
     SDPSolverError,
     check_solver_status,
     cvxpy_solver_name,
-    fit_sample,
-    labels_from_leading_eigenvector,
-    psd_factor,
-    report,
     solve_conic,
-    two_cluster_labels,
-    with_intercept,
 )
 from algorithms.cpm3c import CPM3C
 from algorithms.inputs import (
@@ -48,10 +40,14 @@ from algorithms.kernels import (
     normalized_laplacian,
     squared_distances,
 )
+from algorithms.out_of_sample import KernelExpansionClassifier, with_intercept
 from algorithms.params.common import DEPRECATED, LOCAL_SCALING
 from algorithms.params.gmmc import (
     GMMCParams as GMMCParams,
 )
+from algorithms.progress import ProgressCallback, report
+from algorithms.rounding import labels_from_leading_eigenvector, psd_factor, two_cluster_labels
+from algorithms.sampling import fit_sample
 from algorithms.selection.bisection import (
     LeafSplit,
     keep_guide_clusters_whole,
@@ -669,7 +665,7 @@ class GMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     exact_max_n : int or None, default=800
         Largest n solved over every point. Above it the fit solves (10) (or (12)) over a random
         sample of ``exact_max_n`` points, stratified over k-means cells of ``X``
-        (:func:`algorithms.base.fit_sample`): (10) splits its points evenly, so a sample whose
+        (:func:`algorithms.sampling.fit_sample`): (10) splits its points evenly, so a sample whose
         clusters kept a uniform draw's chance imbalance would move that many edge points to the
         smaller one. The out-of-sample SVM trained on the sample's labels then labels every
         point, in time and memory linear in n; the dense n x n Laplacians and the solver grow

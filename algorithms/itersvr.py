@@ -49,24 +49,21 @@ from sklearn.svm import SVC
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from algorithms.base import (
-    KernelExpansionClassifier,
-    MMCEstimatorMixin,
-    ProgressCallback,
-    balance_limit,
-    fit_sample,
-    report,
-)
+from algorithms.base import MMCEstimatorMixin
 from algorithms.cpm3c import CPM3C
 from algorithms.dual_qp import DualQPSolution, solve_dual_qp
 from algorithms.inputs import (
     as_float_matrix,
 )
 from algorithms.kernels import distinct_rows, pairwise_kernel, resolve_gamma
+from algorithms.out_of_sample import KernelExpansionClassifier
 from algorithms.params.common import DEPRECATED
 from algorithms.params.itersvr import (
     IterSVRParams as IterSVRParams,
 )
+from algorithms.progress import ProgressCallback, report
+from algorithms.rounding import balance_limit
+from algorithms.sampling import fit_sample
 from algorithms.selection.bisection import (
     Node,
     guided_split,

@@ -62,7 +62,7 @@ from scipy import linalg
 from scipy.optimize import OptimizeResult, minimize
 from sklearn.utils import check_random_state
 
-from algorithms.base import SDPSolverError
+from algorithms.conic import SDPSolverError
 from algorithms.threads import small_problem_threads
 
 # ---------------------------------------------------------------------------------------------

@@ -38,15 +38,8 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from algorithms.base import (
-    ConicSolver,
-    MMCEstimatorMixin,
-    ProgressCallback,
-    SDPSolverError,
-    clustering_error,
-    report,
-    solve_conic,
-)
+from algorithms.base import MMCEstimatorMixin
+from algorithms.conic import ConicSolver, SDPSolverError, solve_conic
 from algorithms.hmm import (
     SequenceBatch,
     as_symbol_sequences,
@@ -57,6 +50,7 @@ from algorithms.hmm import (
     sequence_scores,
     viterbi,
 )
+from algorithms.metrics import clustering_error
 from algorithms.params.common import (
     DEPRECATED,
 )
@@ -69,6 +63,7 @@ from algorithms.params.m3n import (
 from algorithms.params.m3n import (
     exact_relaxation_problem as exact_relaxation_problem,
 )
+from algorithms.progress import ProgressCallback, report
 
 # ---------------------------------------------------------------------------------------------
 # Supervised M3N (2.47): 1-slack cutting plane with loss-augmented Viterbi
@@ -313,7 +308,7 @@ def solve_cdhmm_relaxation(
 
     ``tol`` and ``max_iter`` are the solver's (SCS: ``eps_abs = eps_rel = tol``); the status is
     checked as for every SDP of the package: inaccurate -> ``warnings``, anything else ->
-    :class:`~algorithms.base.SDPSolverError`.
+    :class:`~algorithms.conic.SDPSolverError`.
     """
     import cvxpy as cp
 
@@ -533,7 +528,7 @@ class UnsupervisedM3N(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     sdp_max_iter : int, default=3000
         Exact method: solver iteration limit. A solve stopped there is reported in
         ``warnings_`` (status optimal_inaccurate) or, without a usable solution, raises
-        :class:`~algorithms.base.SDPSolverError` with the status.
+        :class:`~algorithms.conic.SDPSolverError` with the status.
     random_state : int or None
 
     Attributes

@@ -56,19 +56,13 @@ from sklearn.svm import SVC
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from algorithms.base import (
-    KernelExpansionClassifier,
-    MMCEstimatorMixin,
-    ProgressCallback,
-    SDPSolverError,
-    check_solver_status,
-    cvxpy_solver_name,
-    report,
-)
+from algorithms.base import MMCEstimatorMixin
+from algorithms.conic import SDPSolverError, check_solver_status, cvxpy_solver_name
 from algorithms.inputs import (
     as_float_matrix,
 )
 from algorithms.kernels import pairwise_kernel, resolve_gamma
+from algorithms.out_of_sample import KernelExpansionClassifier
 from algorithms.params.common import DEPRECATED
 from algorithms.params.robust_svm import (
     SDP_MAX_N as SDP_MAX_N,
@@ -79,6 +73,7 @@ from algorithms.params.robust_svm import (
 from algorithms.params.robust_svm import (
     RobustSVMParams as RobustSVMParams,
 )
+from algorithms.progress import ProgressCallback, report
 
 # solver="auto" is the shared low-rank solver (algorithms.lowrank_sdp) with its certified gap
 # at LOWRANK_TOL: faster than SCS and, unlike it, certified. (A low-rank kernel, e.g. linear on

@@ -50,7 +50,7 @@ of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (
 need only the leading structure of ``M``, so SCS runs at a loose tolerance (1e-3), which needs
 several times fewer iterations than its default and gives the same labels. Each fit is a single
 solve, so there is nothing to warm-start from. Every solve's status is
-checked: inaccurate -> ``warnings_``, anything else -> :class:`~algorithms.base.SDPSolverError`
+checked: inaccurate -> ``warnings_``, anything else -> :class:`~algorithms.conic.SDPSolverError`
 with the solver's status.
 """
 
@@ -65,23 +65,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from algorithms.base import (
-    ConicSolver,
-    KernelExpansionClassifier,
-    MMCEstimatorMixin,
-    ProgressCallback,
-    SDPSolverError,
-    balance_limit,
-    balanced_signs,
-    check_solver_status,
-    fit_sample,
-    labels_from_label_matrix,
-    psd_factor,
-    randomized_rounding,
-    report,
-    solve_conic,
-    two_cluster_labels,
-)
+from algorithms.base import MMCEstimatorMixin
+from algorithms.conic import ConicSolver, SDPSolverError, check_solver_status, solve_conic
 from algorithms.cpm3c import CPM3C
 from algorithms.inputs import (
     as_float_matrix,
@@ -94,6 +79,7 @@ from algorithms.kernels import (
     resolve_gamma,
     squared_distances,
 )
+from algorithms.out_of_sample import KernelExpansionClassifier
 from algorithms.params.common import (
     AUTO,
     DEPRECATED,
@@ -122,6 +108,16 @@ from algorithms.params.sdp_mmc import (
 from algorithms.params.sdp_mmc import (
     partial_labels_problem as partial_labels_problem,
 )
+from algorithms.progress import ProgressCallback, report
+from algorithms.rounding import (
+    balance_limit,
+    balanced_signs,
+    labels_from_label_matrix,
+    psd_factor,
+    randomized_rounding,
+    two_cluster_labels,
+)
+from algorithms.sampling import fit_sample
 from algorithms.selection.bisection import (
     LeafSplit,
     guided_split,
@@ -523,7 +519,7 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     exact_max_n : int or None, default=800
         Largest n whose relaxation is solved over every point. Above it the fit solves it over a
         random sample of ``exact_max_n`` points, stratified over k-means cells of ``X`` so that
-        its clusters keep the data's proportions (:func:`algorithms.base.fit_sample`), with
+        its clusters keep the data's proportions (:func:`algorithms.sampling.fit_sample`), with
         every partially labelled point among them. The out-of-sample SVM trained on the
         sample's labels (section 3.4) then labels every point, in time and memory linear in n.
         The low-rank solver's cost grows steeply with n (at the local width nearly every point

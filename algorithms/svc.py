@@ -57,13 +57,7 @@ from sklearn.svm import OneClassSVM
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from algorithms.base import (
-    AUTO,
-    MMCEstimatorMixin,
-    ProgressCallback,
-    fit_sample,
-    report,
-)
+from algorithms.base import MMCEstimatorMixin
 from algorithms.inputs import (
     as_float_matrix,
     check_clustering_input,
@@ -77,7 +71,7 @@ from algorithms.kernels import (
     resolve_gamma,
     squared_distances,
 )
-from algorithms.params.common import DEPRECATED
+from algorithms.params.common import AUTO, DEPRECATED
 from algorithms.params.svc import (
     SAMPLE_SIZE as SAMPLE_SIZE,
 )
@@ -91,6 +85,8 @@ from algorithms.params.svc import (
 from algorithms.params.svc import (
     soft_margin_problem as soft_margin_problem,
 )
+from algorithms.progress import ProgressCallback, report
+from algorithms.sampling import fit_sample
 
 # Kernel entries evaluated per batch of segment points: bounds the memory of a batch.
 _BATCH_ENTRIES = 1 << 22

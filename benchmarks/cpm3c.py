@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans, SpectralClustering
 from sklearn.datasets import load_digits
 
-from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C, PAPER_SETTING
+from algorithms.metrics import clustering_error
 from benchmarks import docs_pages
 
 K4_PARAMS = {"C": 3.0, "score_balance": 0.0}

@@ -18,7 +18,6 @@ import time
 import numpy as np
 from sklearn.datasets import load_digits, make_circles
 
-from algorithms.base import clustering_error
 from algorithms.gmmc import (
     GMMC,
     PAPER_SETTING,
@@ -31,6 +30,7 @@ from algorithms.gmmc import (
     width_fractions_gammas,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
+from algorithms.metrics import clustering_error
 from benchmarks import docs_pages
 
 # Table 1 of the paper, error %: (best width, kernel learning).

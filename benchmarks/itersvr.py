@@ -24,8 +24,8 @@ import numpy as np
 from sklearn.cluster import KMeans, SpectralClustering
 from sklearn.datasets import load_digits
 
-from algorithms.base import clustering_error
 from algorithms.itersvr import PAPER_SETTING, IterSVR
+from algorithms.metrics import clustering_error
 from benchmarks import docs_pages
 
 TABLE_1 = {(3, 8): 3.36, (1, 7): 0.55, (2, 7): 0.0, (8, 9): 3.67}  # iterSVR error %, Table 1

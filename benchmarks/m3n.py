@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from algorithms.base import clustering_error
 from algorithms.m3n import UnsupervisedM3N, sample_switching_hmm
+from algorithms.metrics import clustering_error
 from benchmarks import docs_pages
 
 THESIS = {  # Table 5.2: CDHMM, ACDHMM, EM (error %)

@@ -29,8 +29,9 @@ from sklearn.cluster import SpectralClustering
 from sklearn.datasets import load_digits
 from sklearn.svm import SVC
 
-from algorithms.base import balance_limit, balanced_signs, clustering_error, psd_factor
 from algorithms.kernels import pairwise_kernel
+from algorithms.metrics import clustering_error
+from algorithms.rounding import balance_limit, balanced_signs, psd_factor
 from algorithms.sdp_mmc import PAPER_SETTING, SDPMMC
 from algorithms.selection.margin import margin_kernel, two_class_margin_objective
 from benchmarks import docs_pages

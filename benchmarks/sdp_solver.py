@@ -44,10 +44,10 @@ import numpy as np
 from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 
-from algorithms.base import balance_limit, psd_factor
 from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.lowrank_sdp import solve_two_class_lowrank
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
+from algorithms.rounding import balance_limit, psd_factor
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,
@@ -193,8 +193,8 @@ def multiclass_table(per_class_sizes=(12, 20, 39)) -> None:
     factor) against SCS, timed at the estimator's tol 1e-3 and compared (omega, labels) with SCS
     at tol 1e-6; then 600 digits with k = 10 through ``SDPMMC(multiclass="joint")`` (low-rank
     only)."""
-    from algorithms.base import labels_from_label_matrix
     from algorithms.lowrank_sdp import solve_multiclass_lowrank
+    from algorithms.rounding import labels_from_label_matrix
     from algorithms.sdp_mmc import solve_multiclass_sdp_symmetric
     from benchmarks.sdp_mmc import digits_subset
 

@@ -140,7 +140,7 @@ def cluster(args: argparse.Namespace) -> int:
         return cluster_remote(args)
     from pydantic import ValidationError
 
-    from algorithms.base import save_model
+    from algorithms.export import save_model
     from algorithms.registry import get_spec
 
     try:

@@ -8,7 +8,7 @@ by which the method beats it, or says in the test that the paper's method does n
 import numpy as np
 from sklearn.cluster import KMeans
 
-from algorithms.base import clustering_error
+from algorithms.metrics import clustering_error
 
 
 def digit_subset(digits: tuple[np.ndarray, np.ndarray], classes) -> tuple[np.ndarray, np.ndarray]:

@@ -1,15 +1,15 @@
-"""Shared numerics of algorithms.base: clustering error, sampling, label rounding, the margin
-choice on degenerate samples, the out-of-sample classifier."""
+"""Shared numerics beside the estimator base: clustering error (algorithms.metrics), sampling
+(algorithms.sampling), label rounding (algorithms.rounding), the margin choice on degenerate
+samples, the out-of-sample classifier (algorithms.out_of_sample); the earlier names of
+algorithms.base."""
 
 import numpy as np
 import pytest
 
-from algorithms.base import (
-    KernelExpansionClassifier,
-    clustering_error,
-    labels_from_leading_eigenvector,
-    with_intercept,
-)
+import algorithms.base
+from algorithms.metrics import clustering_error
+from algorithms.out_of_sample import KernelExpansionClassifier, with_intercept
+from algorithms.rounding import labels_from_leading_eigenvector
 
 
 def test_clustering_error_is_invariant_to_cluster_names():
@@ -63,7 +63,7 @@ def test_a_sampled_fit_keeps_a_rare_row_that_its_share_would_leave_out(name):
 
 
 def test_stratified_shares_sum_to_the_sample_and_reach_every_cell():
-    from algorithms.base import _cell_shares
+    from algorithms.sampling import _cell_shares
 
     rng = np.random.RandomState(0)
     for _ in range(200):
@@ -90,7 +90,7 @@ def test_fits_whose_splits_reach_one_or_two_points_give_every_cluster(name, n, k
 
 
 def test_psd_factor_of_given_rank_matches_the_full_decomposition():
-    from algorithms.base import psd_factor
+    from algorithms.rounding import psd_factor
 
     # A balanced labeling: y is orthogonal to e, a start Lanczos must not use.
     y = np.repeat([1.0, -1.0], 60)
@@ -124,3 +124,16 @@ def test_far_from_every_support_vector_the_nearest_ones_decide_not_the_bias():
     values = with_intercept(np.array([[1e-9, -1e-9], [0.3, 0.1]]),
                             np.array([[1e-9, 1e-9], [0.3, 0.2]]), np.array([-0.5, -0.2]))
     np.testing.assert_allclose(values, [[1e-9, -1e-9], [-0.2, -0.1]])
+
+
+@pytest.mark.parametrize(("name", "home"), [("clustering_error", "algorithms.metrics"),
+                                            ("SDPSolverError", "algorithms.conic"),
+                                            ("npz_bytes_to_arrays", "algorithms.inputs")])
+def test_a_name_that_left_base_is_still_importable_with_a_deprecation_warning(name, home):
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=home):
+        moved = getattr(algorithms.base, name)
+    assert moved is getattr(importlib.import_module(home), name)
+    with pytest.raises(AttributeError):
+        algorithms.base.no_such_name  # noqa: B018

@@ -12,9 +12,9 @@ from sklearn.datasets import load_iris
 from sklearn.decomposition import PCA
 
 from algorithms import cpm3c, itersvr
-from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C
 from algorithms.itersvr import IterSVR
+from algorithms.metrics import clustering_error
 from algorithms.svc import SupportVectorClustering
 from tests.baselines import digit_subset, kmeans_error
 

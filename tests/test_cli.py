@@ -16,7 +16,8 @@ from redis import Redis
 from redis.exceptions import RedisError
 from sklearn.datasets import make_blobs
 
-from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
+from algorithms.metrics import clustering_error
 from mmc import processes
 from mmc.cli import main
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits, make_blobs
 
-from algorithms.base import clustering_error, npz_bytes_to_arrays
+from algorithms.inputs import npz_bytes_to_arrays
+from algorithms.metrics import clustering_error
 from algorithms.registry import model_from_export
 from mmc.cli import main
 from mmc_client import AsyncClient, Client, JobFailedError, JobTimeoutError, MMCError, Result

@@ -27,7 +27,6 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs, make_moons
 from sklearn.metrics import adjusted_rand_score
 
-from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
 from algorithms.cpm3c import (
     CPM3C,
     CPM3CParams,
@@ -39,6 +38,8 @@ from algorithms.cpm3c import (
     solve_cutting_plane_dual,
 )
 from algorithms.cpm3c import PAPER_SETTING as PAPER_PARAMS
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
 from tests.baselines import digit_subset
 

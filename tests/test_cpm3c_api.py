@@ -4,7 +4,7 @@ import httpx
 import numpy as np
 from sklearn.datasets import load_digits
 
-from algorithms.base import clustering_error
+from algorithms.metrics import clustering_error
 from tests.helpers import run_job
 
 

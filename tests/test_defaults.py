@@ -15,11 +15,11 @@ from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
-from algorithms.base import clustering_error
 from algorithms.cpm3c import CPM3C
 from algorithms.gmmc import GMMC
 from algorithms.itersvr import IterSVR
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel, squared_distances
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
 from algorithms.sdp_mmc import SDPMMC
 from algorithms.svc import SupportVectorClustering

@@ -8,7 +8,7 @@ import pytest
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
-from algorithms.base import SDPSolverError, clustering_error
+from algorithms.conic import SDPSolverError
 from algorithms.gmmc import (
     GMMC,
     PAPER_SETTING,
@@ -21,6 +21,7 @@ from algorithms.gmmc import (
     split_whole_groups,
 )
 from algorithms.kernels import normalized_laplacian, squared_distances
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
 from benchmarks.gmmc import (
     digit_pair,

@@ -3,7 +3,7 @@
 import httpx
 import numpy as np
 
-from algorithms.base import clustering_error
+from algorithms.metrics import clustering_error
 from benchmarks.gmmc import two_gaussians, two_jointed_circles
 from tests.helpers import submit_job, wait_for_job
 

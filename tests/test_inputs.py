@@ -1,10 +1,10 @@
-"""Input checks every fit makes (algorithms.base, algorithms.inputs) and the npz format of stored
+"""Input checks every fit makes (algorithms.inputs) and the npz format of stored
 models."""
 
 import numpy as np
 import pytest
 
-from algorithms.base import (
+from algorithms.inputs import (
     arrays_to_npz_bytes,
     as_float_matrix,
     check_clustering_input,

@@ -16,9 +16,10 @@ from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from algorithms.itersvr import PAPER_SETTING as PAPER_PARAMS
 from algorithms.itersvr import IterSVR, balanced_bias_search
+from algorithms.metrics import clustering_error
 from tests.baselines import digit_subset, kmeans_error
 
 

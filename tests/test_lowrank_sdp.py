@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize import OptimizeResult
 from sklearn.datasets import make_blobs, make_moons
 
-from algorithms.base import SDPSolverError, balance_limit, labels_from_label_matrix, psd_factor
+from algorithms.conic import SDPSolverError
 from algorithms.kernels import pairwise_kernel
 from algorithms.lowrank_sdp import (
     FACTORED_MAX_RANK,
@@ -29,6 +29,7 @@ from algorithms.lowrank_sdp import (
     solve_two_class_lowrank,
 )
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
+from algorithms.rounding import balance_limit, labels_from_label_matrix, psd_factor
 from algorithms.sdp_mmc import (
     SDPMMC,
     median_heuristic_gamma,

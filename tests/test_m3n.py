@@ -5,8 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from algorithms.base import SDPSolverError, clustering_error, npz_bytes_to_arrays
-from algorithms.base import arrays_to_npz_bytes as to_npz
+from algorithms.conic import SDPSolverError
 from algorithms.hmm import (
     SequenceBatch,
     baum_welch,
@@ -15,6 +14,8 @@ from algorithms.hmm import (
     loss_augmented_viterbi,
     viterbi,
 )
+from algorithms.inputs import arrays_to_npz_bytes as to_npz
+from algorithms.inputs import npz_bytes_to_arrays
 from algorithms.m3n import (
     UnsupervisedM3N,
     balance_bounds,
@@ -24,6 +25,7 @@ from algorithms.m3n import (
     solve_cdhmm_relaxation,
     solve_m3n,
 )
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
 
 REPEATS = range(10)  # Tables 5.1/5.2: 10 draws of 10 sequences of length 8 per data set

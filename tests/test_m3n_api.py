@@ -3,8 +3,8 @@
 import httpx
 import numpy as np
 
-from algorithms.base import clustering_error
 from algorithms.m3n import sample_switching_hmm
+from algorithms.metrics import clustering_error
 from tests.helpers import run_job
 
 

@@ -5,9 +5,9 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 
-from algorithms.base import clustering_error
 from algorithms.gmmc import GMMC
 from algorithms.kernels import pairwise_kernel
+from algorithms.metrics import clustering_error
 from algorithms.sdp_mmc import SDPMMC
 from algorithms.selection.margin import (
     kernel_features,

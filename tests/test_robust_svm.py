@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.svm import SVC
 
-from algorithms.base import arrays_to_npz_bytes, npz_bytes_to_arrays
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from algorithms.kernels import pairwise_kernel
 from algorithms.robust_svm import (
     RobustSVM,

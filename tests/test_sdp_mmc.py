@@ -9,16 +9,11 @@ import pytest
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.svm import SVC
 
-from algorithms.base import (
-    SDPSolverError,
-    balanced_signs,
-    check_solver_status,
-    clustering_error,
-    labels_from_label_matrix,
-    randomized_rounding,
-)
+from algorithms.conic import SDPSolverError, check_solver_status
 from algorithms.kernels import pairwise_kernel
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
+from algorithms.rounding import balanced_signs, labels_from_label_matrix, randomized_rounding
 from algorithms.sdp_mmc import (
     PAPER_SETTING,
     SDPMMC,
@@ -283,7 +278,7 @@ def test_randomized_rounding_never_worse_than_the_eigenvector_in_objective():
     model = SDPMMC(rounding="randomized", n_rounding=20, spectral_candidate=False,
                    random_state=0).fit(X)
     eigen = SDPMMC(spectral_candidate=False, random_state=0).fit(X)
-    from algorithms.base import psd_factor
+    from algorithms.rounding import psd_factor
 
     Z = psd_factor(margin_kernel(pairwise_kernel(X, gamma=eigen.gamma_)))
     eigen_value = two_class_margin_objective(Z, np.where(eigen.labels_ == 1, 1.0, -1.0), 0.01)

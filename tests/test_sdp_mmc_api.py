@@ -3,7 +3,7 @@
 import httpx
 import numpy as np
 
-from algorithms.base import clustering_error
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
 from benchmarks.gmmc import two_gaussians
 from benchmarks.sdp_mmc import semi_supervised_digits

@@ -14,7 +14,8 @@ import pytest
 from redis import Redis
 from sklearn.datasets import load_digits, make_blobs, make_moons
 
-from algorithms.base import clustering_error, npz_bytes_to_arrays
+from algorithms.inputs import npz_bytes_to_arrays
+from algorithms.metrics import clustering_error
 from algorithms.registry import REGISTRY, model_from_export
 from tests.conftest import TEST_MAX_BODY_BYTES
 from tests.helpers import run_job, submit_job, wait_for_job

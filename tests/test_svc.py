@@ -18,8 +18,9 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
-from algorithms.base import arrays_to_npz_bytes, clustering_error, npz_bytes_to_arrays
+from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from algorithms.kernels import squared_distances
+from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec, model_from_export
 from algorithms.svc import (
     SupportVectorClustering,

@@ -6,7 +6,7 @@ from sklearn.datasets import load_iris, make_moons
 from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
-from algorithms.base import clustering_error
+from algorithms.metrics import clustering_error
 from tests.helpers import run_job
 
 

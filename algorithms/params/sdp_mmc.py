@@ -162,7 +162,7 @@ def partial_labels_problem(n_clusters: int | str, multiclass: str, labels, class
 def labels_in_fit(labels, exact_max_n: int | None) -> np.ndarray:
     """The partial labels of the points a fit solves over, as counts matter to the checks: all of
     ``labels`` up to ``exact_max_n`` points, else every labelled point and enough unknown
-    (``-1``) ones to make a sample of ``exact_max_n`` (:func:`algorithms.base.fit_sample`)."""
+    (``-1``) ones to make a sample of ``exact_max_n`` (:func:`algorithms.sampling.fit_sample`)."""
     labels = np.asarray(labels)
     if exact_max_n is None or labels.size <= exact_max_n:
         return labels
