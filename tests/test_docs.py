@@ -95,8 +95,8 @@ def test_relative_links_of_the_readme_and_docs_point_to_files():
     assert not broken, f"broken links: {broken}"
 
 
-LAYOUT_PACKAGES = ("algorithms", "algorithms/selection", "core", "service", "worker", "mmc",
-                   "mmc_client")
+LAYOUT_PACKAGES = ("algorithms", "algorithms/selection", "algorithms/lowrank_sdp", "core",
+                   "service", "worker", "mmc", "mmc_client")
 
 
 def test_every_module_is_listed_in_the_layout_page():

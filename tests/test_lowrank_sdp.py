@@ -19,7 +19,6 @@ from algorithms.lowrank_sdp import (
     HalfSphereMarginObjective,
     LinearObjective,
     MarginObjective,
-    _stop_on_creep,
     bilinear,
     factored_is_cheaper,
     low_rank_factor,
@@ -28,6 +27,7 @@ from algorithms.lowrank_sdp import (
     solve_multiclass_lowrank,
     solve_two_class_lowrank,
 )
+from algorithms.lowrank_sdp.solver import _stop_on_creep
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.rounding import balance_limit, labels_from_label_matrix, psd_factor
 from algorithms.sdp_mmc import (
@@ -379,7 +379,7 @@ def test_compiled_robust_lagrangian_value_and_gradient(factored):
 def test_restore_feasibility_meets_a_violated_inequality_by_a_short_step():
     # Within the tolerance an iterate may violate ROD's e^T eta >= rho n, and f there is then no
     # upper bound (ROD, n = 30: 7.8e-4 below the optimum); the restored point satisfies it.
-    from algorithms.lowrank_sdp import _restore_feasibility, _violations
+    from algorithms.lowrank_sdp.solver import _restore_feasibility, _violations
 
     _, cons, W = _robust_lagrangian_case()
     W /= np.linalg.norm(W, axis=1, keepdims=True)
