@@ -350,7 +350,7 @@ def robust_lagrangian(w, n, r, G_over_beta, factor, c, smoothing, lam, A, C, b, 
     (``v_i = (u_i + u_n) / 2``, ``v_n = u_n``) and ``p = V_n v_n`` (eta); ``lam`` holds the
     warm start and is overwritten by the maximiser. Constraints ``a_k^T U U^T c_k (<=|=) b_k``
     (rows of ``A``, ``C``) with multipliers ``y`` and penalty ``mu``, in Rockafellar's form for
-    the inequalities, as ``lagrangian`` in :func:`algorithms.lowrank_sdp.solver._solve`."""
+    the inequalities, as :meth:`algorithms.lowrank_sdp.solver._AugmentedLagrangian.lagrangian`."""
     N = n + 1
     W = w.reshape((N, r))
     U = np.empty((N, r))

@@ -230,14 +230,13 @@ def solve_lowrank_sdp(
     """
     start = time.perf_counter()
     with small_problem_threads():
-        result = _solve(objective, constraints, N, trace_bound=trace_bound, rank=rank, tol=tol,
-                        max_iter=max_iter, inner_max_iter=inner_max_iter,
-                        refine_max_iter=(REFINE_MAX_ITER if refine_max_iter is None
-                                         else refine_max_iter),
-                        columns_on_stall=columns_on_stall,
-                        max_rank_increases=max_rank_increases, offset=offset, V0=V0, y0=y0,
-                        random_state=random_state, on_iteration=on_iteration,
-                        unit_rows=unit_rows, nonnegative=nonnegative)
+        result = _AugmentedLagrangian(
+            objective, constraints, N, trace_bound=trace_bound, rank=rank, tol=tol,
+            max_iter=max_iter, inner_max_iter=inner_max_iter,
+            refine_max_iter=REFINE_MAX_ITER if refine_max_iter is None else refine_max_iter,
+            columns_on_stall=columns_on_stall, max_rank_increases=max_rank_increases,
+            offset=offset, V0=V0, y0=y0, random_state=random_state, on_iteration=on_iteration,
+            unit_rows=unit_rows, nonnegative=nonnegative).run()
     result.seconds = time.perf_counter() - start
     return result
 
@@ -287,38 +286,70 @@ def _stop_on_creep(budget: int, tol: float) -> Callable[[OptimizeResult], None]:
     return callback
 
 
-def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_iter,
-           refine_max_iter, columns_on_stall, max_rank_increases, offset, V0, y0, random_state,
-           on_iteration, unit_rows, nonnegative) -> LowRankSDPResult:
-    rng = check_random_state(random_state)
-    r = min(rank, N)
-    if V0 is not None and V0.shape[0] == N:
-        V = V0.copy()
-    else:
-        V = rng.standard_normal((N, r)) / np.sqrt(r)
-    y = np.zeros(cons.m) if y0 is None or y0.shape != (cons.m,) else y0.copy()
-    ineq = cons.inequality
-    n_evals = 0
+# What a step of an outer iteration tells the loop of _AugmentedLagrangian.run: end the solve,
+# or go on to the next iteration at once (leaving the penalty and infeas_old as they are).
+_STOP, _NEXT = "stop", "next"
 
-    rows = np.zeros(0, dtype=np.int64) if unit_rows is None else np.asarray(unit_rows)
 
-    def normalise(W):
+class _AugmentedLagrangian:
+    """One run of :func:`solve_lowrank_sdp`: the factor ``V`` (``Z = V V^T``), the multipliers
+    ``y`` and the penalty ``mu`` of the augmented Lagrangian (Rockafellar's form for the
+    inequalities), and what the stopping rules count, with a method for each step of an outer
+    iteration (:meth:`run`). The parameters are those of :func:`solve_lowrank_sdp`;
+    ``unit_rows`` are kept by the parametrisation ``v_i = w_i / ||w_i||`` (:meth:`normalise`)."""
+
+    def __init__(self, objective: Objective, cons: Constraints, N: int, *, trace_bound: float,
+                 rank: int, tol: float, max_iter: int, inner_max_iter: int,
+                 refine_max_iter: int, columns_on_stall: bool, max_rank_increases: int,
+                 offset: float, V0: np.ndarray | None, y0: np.ndarray | None, random_state,
+                 on_iteration: Callable[[int, float, float], None] | None,
+                 unit_rows: np.ndarray | None, nonnegative: bool):
+        self.objective, self.cons, self.N = objective, cons, N
+        self.trace_bound, self.tol, self.offset = trace_bound, tol, offset
+        self.max_iter, self.inner_max_iter = max_iter, inner_max_iter
+        self.refine_max_iter, self.columns_on_stall = refine_max_iter, columns_on_stall
+        self.max_rank_increases, self.on_iteration = max_rank_increases, on_iteration
+        self.nonnegative = nonnegative
+        rng = check_random_state(random_state)
+        r = min(rank, N)
+        if V0 is not None and V0.shape[0] == N:
+            V = V0.copy()
+        else:
+            V = rng.standard_normal((N, r)) / np.sqrt(r)
+        self.y = np.zeros(cons.m) if y0 is None or y0.shape != (cons.m,) else y0.copy()
+        self.n_evals = 0
+        self.rows = np.zeros(0, dtype=np.int64) if unit_rows is None else np.asarray(unit_rows)
+        self.V = self.normalise(V)[0]
+        self.f, _ = objective(self.V)
+        self.f_scale = max(abs(self.f + offset), 1e-8)
+        # The penalty of the order of the objective at the start.
+        self.mu = self.f_scale / max(cons.m, 1)
+        self.mu_max = 1e8 * self.mu
+        self.compiled = self._compiled_inner()
+        self.messages: list[str] = []
+        # Objective values at feasible iterations whose gap did not close.
+        self.settled: list[float] = []
+        self.infeas_old = self.infeas = np.inf
+        self.n_iter = self.increases = 0
+        self.f_upper = self.lower_bound = self.gap = self.min_eig = None
+        self.certified = -1  # the outer iteration whose iterate the certificate describes
+        self.n_thorough = 0
+
+    def normalise(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``W`` with its unit rows divided by their norms, and those norms."""
         V = W.copy()
-        norms = np.maximum(np.linalg.norm(W[rows], axis=1), 1e-300)
-        V[rows] = W[rows] / norms[:, None]
+        norms = np.maximum(np.linalg.norm(W[self.rows], axis=1), 1e-300)
+        V[self.rows] = W[self.rows] / norms[:, None]
         return V, norms
 
-    V = normalise(V)[0]
-    f0, _ = objective(V)
-    f_scale = max(abs(f0 + offset), 1e-8)
-    mu = f_scale / max(cons.m, 1)  # penalty of the order of the objective at the start
-    mu_max = 1e8 * mu
-
-    def lagrangian(x, r):
-        nonlocal n_evals
-        n_evals += 1
-        V, norms = normalise(x.reshape(N, r))
-        f, GV = objective(V)
+    def lagrangian(self, x: np.ndarray, r: int) -> tuple[float, np.ndarray]:
+        """The augmented Lagrangian at ``V = normalise(x)`` (``N x r``) and its gradient in
+        ``x``, at the current ``y`` and ``mu``."""
+        self.n_evals += 1
+        cons, rows, y, mu = self.cons, self.rows, self.y, self.mu
+        ineq = cons.inequality
+        V, norms = self.normalise(x.reshape(self.N, r))
+        f, GV = self.objective(V)
         values, cache = cons.values(V)
         g = values - cons.b
         shifted = y + mu * g
@@ -330,131 +361,192 @@ def _solve(objective, cons, N, *, trace_bound, rank, tol, max_iter, inner_max_it
             grad[rows] = (gr - np.einsum("ij,ij->i", gr, vr)[:, None] * vr) / norms[:, None]
         # In units of the objective's scale: L-BFGS-B's ftol compares decreases against
         # max(|f|, 1), so an objective of order 1e-2 would otherwise stop it far too early.
-        return (f + penalty) / f_scale, grad.ravel() / f_scale
+        return (f + penalty) / self.f_scale, grad.ravel() / self.f_scale
 
-    # A compiled inner solve (the robust SDPs: HalfSphereMarginObjective).
-    compiled = getattr(objective, "minimise_lagrangian", None)
-    if compiled is not None:
-        if rows.size != N or nonnegative:
+    def _compiled_inner(self):
+        """The objective's compiled inner solve on these constraints (the robust SDPs:
+        :meth:`~algorithms.lowrank_sdp.HalfSphereMarginObjective.minimise_lagrangian`), or
+        None."""
+        compiled = getattr(self.objective, "minimise_lagrangian", None)
+        if compiled is None:
+            return None
+        if self.rows.size != self.N or self.nonnegative:
             raise ValueError("a compiled inner problem needs every row a unit row, unbounded")
-        compiled = functools.partial(compiled, cons)
-    messages: list[str] = []
-    settled: list[float] = []  # objective values at feasible iterations the gap did not close
-    infeas_old, infeas = np.inf, np.inf
-    n_iter, increases = 0, 0
-    lower_bound = gap = min_eig = None
-    f = f0
-    certified = -1  # the outer iteration whose iterate the certificate below describes
-    n_thorough = 0
-    for n_iter in range(1, max_iter + 1):
-        r = V.shape[1]
-        inner_tol = max(1e-9, min(1e-3, 0.1 * infeas_old)) / max(N, 1)
-        budget = (inner_max_iter if len(settled) < REFINE_AFTER
-                  else min(inner_max_iter, refine_max_iter))
-        f_previous = f
-        if compiled is not None:
-            x, evaluations = compiled(V.ravel().copy(), r, y, mu, f_scale, budget, inner_tol)
-            n_evals += evaluations
+        return functools.partial(compiled, self.cons)
+
+    def run(self) -> LowRankSDPResult:
+        """Outer iterations until the certificate closes, the objective stalls, or
+        ``max_iter``; then the result, certified at its last iterate."""
+        for n_iter in range(1, self.max_iter + 1):
+            self.n_iter = n_iter
+            if self._iterate() == _STOP:
+                break
+        return self._result()
+
+    def _iterate(self) -> str | None:
+        """One outer iteration: the inner problem from ``V``, the multiplier step, and where
+        the iterate is feasible within ``tol`` its certificate (:meth:`_on_feasible`); the
+        penalty grows while the infeasibility falls by less than 4 times."""
+        inner_tol = max(1e-9, min(1e-3, 0.1 * self.infeas_old)) / max(self.N, 1)
+        budget = (self.inner_max_iter if len(self.settled) < REFINE_AFTER
+                  else min(self.inner_max_iter, self.refine_max_iter))
+        f_previous = self.f
+        self._minimise(budget, inner_tol)
+        g = self._update_multipliers()
+        if self.on_iteration is not None:
+            self.on_iteration(self.n_iter, self.f + self.offset, self.infeas)
+        if self.infeas <= self.tol:
+            outcome = self._on_feasible(f_previous, g)
+            if outcome is not None:
+                return outcome
+        if self.infeas > self.tol and self.infeas > 0.25 * self.infeas_old:
+            self._grow_penalty()
+        self.infeas_old = self.infeas
+        return None
+
+    def _minimise(self, budget: int, inner_tol: float) -> None:
+        """``V`` := the minimiser of the augmented Lagrangian from ``V``, by the compiled inner
+        solve or L-BFGS-B (at most ``budget`` iterations, gradient tolerance ``inner_tol``,
+        stopped early on creep)."""
+        r = self.V.shape[1]
+        if self.compiled is not None:
+            x, evaluations = self.compiled(self.V.ravel().copy(), r, self.y, self.mu,
+                                           self.f_scale, budget, inner_tol)
+            self.n_evals += evaluations
         else:
-            x = minimize(lagrangian, V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
-                         bounds=[(0.0, None)] * V.size if nonnegative else None,
-                         callback=_stop_on_creep(budget, tol),
+            x = minimize(self.lagrangian, self.V.ravel(), args=(r,), jac=True, method="L-BFGS-B",
+                         bounds=[(0.0, None)] * self.V.size if self.nonnegative else None,
+                         callback=_stop_on_creep(budget, self.tol),
                          options={"maxiter": budget, "gtol": inner_tol, "ftol": 1e-15}).x
-        V = normalise(x.reshape(N, r))[0]
-        f, _ = objective(V)
-        values, _ = cons.values(V)
-        g = values - cons.b
-        shifted = y + mu * g
-        y = np.where(ineq, np.maximum(shifted, 0.0), shifted)
-        infeas = float(_violations(values, cons).max()) if cons.m else 0.0
-        if on_iteration is not None:
-            on_iteration(n_iter, f + offset, infeas)
-        if infeas <= tol:
-            # The plain certificate first; the refitted multipliers (and Psi) cost least-squares
-            # solves of N r rows, so they wait until the objective has settled.
-            thorough = (abs(f - f_previous) <= tol * f_scale
-                        and (n_thorough < THOROUGH_FIRST or n_iter % THOROUGH_EVERY == 0))
-            n_thorough += thorough
-            V_feasible = (_restore_feasibility(V, cons, rows) if infeas > 0.0 and not nonnegative
-                          else V)
-            cert = _certify(objective, cons, V_feasible, y, trace_bound, offset, rows,
-                            nonnegative, tol, thorough=thorough)
-            f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
-            certified = n_iter if thorough or gap <= tol else -1
-            if gap <= tol:
-                if V_feasible is not V:
-                    V, infeas = V_feasible, _infeasibility(V_feasible, cons)
-                break
-            # The violation, within tol, may be what keeps the gap open: restoring feasibility
-            # raises f by about y^T (A(Z) - b)_+, so the penalty grows while that is a tenth of
-            # the tolerance or more. Below, the violation is rounding (an active inequality
-            # lands a few ulps either side of its bound); a larger penalty would only turn it
-            # into multiplier noise (y + mu g) and an ill-conditioned inner problem, with
-            # lambda_min of the dual slack, and the gap, following that noise.
-            if (V_feasible is not V
-                    and float(y @ np.where(ineq, np.maximum(g, 0.0), 0.0))
-                    >= 0.1 * tol * f_scale):
-                mu = min(4.0 * mu, mu_max)
-            # Sharpen when the smoothed program is solved (the rest of the gap is the
-            # smoothing's bias), or when the objective has settled and that bias, above half
-            # the tolerance, is a quarter of the gap or more: refining the multipliers cannot
-            # close a gap it is part of (ROD, n = 200: the gap sat at 4e-3 for ten iterations,
-            # 1.65e-3 of it the bias).
-            bias_share = cert.smoothing_share
-            if (bias_share > 0.5 * tol
-                    and (gap - bias_share <= 0.5 * tol
-                         or (len(settled) >= REFINE_AFTER and bias_share >= 0.25 * gap))
-                    and objective.sharpen(bias_share / tol)):
-                settled.clear()
-                continue
-            can_widen = increases < max_rank_increases and r < N
-            if min_eig < -tol and can_widen and (thorough or not nonnegative):
-                # Rank too small: the eigenvector of the negative eigenvalue is a descent
-                # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
-                increases += 1
-                V = _with_eigen_column(V, cert.direction, nonnegative)
-                certified = -1
-                continue
-            settled.append(f)
-            if (len(settled) > STALL_WINDOW
-                    and abs(settled[-STALL_WINDOW - 1] - f) <= STALL_TOL * tol * f_scale):
-                if (columns_on_stall and cert.eigen_share >= 0.5 * gap and can_widen
-                        and not nonnegative):
-                    # Settled with the gap mostly lambda_min's term: a saddle of the rank-r
-                    # factorisation; its eigenvector is the way out (as above).
-                    increases += 1
-                    V = _with_eigen_column(V, cert.direction, nonnegative)
-                    certified = -1
-                    settled.clear()
-                    continue
-                messages.append(
-                    f"low-rank SDP solver: the objective moved by less than "
-                    f"{STALL_TOL * tol:.0e} (relative) over {STALL_WINDOW} feasible iterations "
-                    f"while the certified gap stayed at {gap:.1e}; stopped there"
-                )
-                break
-        if infeas > tol and infeas > 0.25 * infeas_old:
-            mu = min(4.0 * mu, mu_max)
-        infeas_old = infeas
-    status = "optimal"
-    if certified != n_iter:  # the last iterate was not (thoroughly) certified or not feasible
-        if 0.0 < infeas <= tol and not nonnegative:
-            V = _restore_feasibility(V, cons, rows)
-            infeas = _infeasibility(V, cons)
-        cert = _certify(objective, cons, V, y, trace_bound, offset, rows, nonnegative, tol)
-        f_upper, lower_bound, gap, min_eig = cert.upper, cert.lower, cert.gap, cert.min_eig
-    if infeas > tol or gap > tol:
-        status = "inaccurate"
-        messages.append(
-            f"low-rank SDP solver stopped after {n_iter} augmented-Lagrangian iterations with "
-            f"relative gap {gap:.1e} and infeasibility {infeas:.1e} (tol {tol:.0e}, rank "
-            f"{V.shape[1]})"
+        self.V = self.normalise(x.reshape(self.N, r))[0]
+
+    def _update_multipliers(self) -> np.ndarray:
+        """``f`` and the infeasibility at ``V``, and the multiplier step ``y := y + mu g``
+        (projected on ``y >= 0`` for the inequalities); returns ``g = A(Z) - b``."""
+        self.f, _ = self.objective(self.V)
+        values, _ = self.cons.values(self.V)
+        g = values - self.cons.b
+        shifted = self.y + self.mu * g
+        self.y = np.where(self.cons.inequality, np.maximum(shifted, 0.0), shifted)
+        self.infeas = float(_violations(values, self.cons).max()) if self.cons.m else 0.0
+        return g
+
+    def _grow_penalty(self) -> None:
+        self.mu = min(4.0 * self.mu, self.mu_max)
+
+    def _on_feasible(self, f_previous: float, g: np.ndarray) -> str | None:
+        """Certify a feasible iterate (after :func:`_restore_feasibility` where it violates an
+        inequality within ``tol``): _STOP when the gap closed, else what :meth:`_refine` says."""
+        tol = self.tol
+        # The plain certificate first; the refitted multipliers (and Psi) cost least-squares
+        # solves of N r rows, so they wait until the objective has settled.
+        thorough = (abs(self.f - f_previous) <= tol * self.f_scale
+                    and (self.n_thorough < THOROUGH_FIRST or self.n_iter % THOROUGH_EVERY == 0))
+        self.n_thorough += thorough
+        V_feasible = (_restore_feasibility(self.V, self.cons, self.rows)
+                      if self.infeas > 0.0 and not self.nonnegative else self.V)
+        cert = self._certificate(V_feasible, thorough=thorough)
+        self.certified = self.n_iter if thorough or self.gap <= tol else -1
+        if self.gap <= tol:
+            if V_feasible is not self.V:
+                self.V, self.infeas = V_feasible, _infeasibility(V_feasible, self.cons)
+            return _STOP
+        # The violation, within tol, may be what keeps the gap open: restoring feasibility
+        # raises f by about y^T (A(Z) - b)_+, so the penalty grows while that is a tenth of
+        # the tolerance or more. Below, the violation is rounding (an active inequality
+        # lands a few ulps either side of its bound); a larger penalty would only turn it
+        # into multiplier noise (y + mu g) and an ill-conditioned inner problem, with
+        # lambda_min of the dual slack, and the gap, following that noise.
+        if (V_feasible is not self.V
+                and float(self.y @ np.where(self.cons.inequality, np.maximum(g, 0.0), 0.0))
+                >= 0.1 * tol * self.f_scale):
+            self._grow_penalty()
+        return self._refine(cert, thorough)
+
+    def _certificate(self, V: np.ndarray, *, thorough: bool = True) -> _Certificate:
+        """:func:`_certify` at ``V`` with the current multipliers; keeps its bounds."""
+        cert = _certify(self.objective, self.cons, V, self.y, self.trace_bound, self.offset,
+                        self.rows, self.nonnegative, self.tol, thorough=thorough)
+        self.f_upper, self.lower_bound = cert.upper, cert.lower
+        self.gap, self.min_eig = cert.gap, cert.min_eig
+        return cert
+
+    def _refine(self, cert: _Certificate, thorough: bool) -> str | None:
+        """With the gap open at a feasible iterate: lower the smoothing, add the dual slack's
+        eigenvector as a column, or count the iterate towards the stall rule
+        (:meth:`_on_stall`)."""
+        tol, gap = self.tol, self.gap
+        # Sharpen when the smoothed program is solved (the rest of the gap is the
+        # smoothing's bias), or when the objective has settled and that bias, above half
+        # the tolerance, is a quarter of the gap or more: refining the multipliers cannot
+        # close a gap it is part of (ROD, n = 200: the gap sat at 4e-3 for ten iterations,
+        # 1.65e-3 of it the bias).
+        bias_share = cert.smoothing_share
+        if (bias_share > 0.5 * tol
+                and (gap - bias_share <= 0.5 * tol
+                     or (len(self.settled) >= REFINE_AFTER and bias_share >= 0.25 * gap))
+                and self.objective.sharpen(bias_share / tol)):
+            self.settled.clear()
+            return _NEXT
+        can_widen = self.increases < self.max_rank_increases and self.V.shape[1] < self.N
+        if self.min_eig < -tol and can_widen and (thorough or not self.nonnegative):
+            # Rank too small: the eigenvector of the negative eigenvalue is a descent
+            # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
+            self._widen(cert.direction)
+            return _NEXT
+        self.settled.append(self.f)
+        if (len(self.settled) > STALL_WINDOW and abs(self.settled[-STALL_WINDOW - 1] - self.f)
+                <= STALL_TOL * tol * self.f_scale):
+            return self._on_stall(cert, can_widen)
+        return None
+
+    def _on_stall(self, cert: _Certificate, can_widen: bool) -> str:
+        """The objective has settled while the gap stays open: widen the factor where the gap
+        is mostly ``lambda_min``'s term (with ``columns_on_stall``), else stop with a note."""
+        if (self.columns_on_stall and cert.eigen_share >= 0.5 * self.gap and can_widen
+                and not self.nonnegative):
+            # Settled with the gap mostly lambda_min's term: a saddle of the rank-r
+            # factorisation; its eigenvector is the way out (as in _refine).
+            self._widen(cert.direction)
+            self.settled.clear()
+            return _NEXT
+        self.messages.append(
+            f"low-rank SDP solver: the objective moved by less than "
+            f"{STALL_TOL * self.tol:.0e} (relative) over {STALL_WINDOW} feasible iterations "
+            f"while the certified gap stayed at {self.gap:.1e}; stopped there"
         )
-    return LowRankSDPResult(
-        V=V, y=y, objective=f_upper + offset, lower_bound=lower_bound, gap=gap,
-        infeasibility=infeas, min_eig=min_eig, rank=V.shape[1], n_iter=n_iter,
-        n_evals=n_evals, seconds=0.0, status=status, tol=tol, messages=messages,
-    )
+        return _STOP
+
+    def _widen(self, direction: np.ndarray) -> None:
+        """Add the dual slack's eigenvector ``direction`` to ``V`` as a column."""
+        self.increases += 1
+        self.V = _with_eigen_column(self.V, direction, self.nonnegative)
+        self.certified = -1
+
+    def _result(self) -> LowRankSDPResult:
+        """The result at ``V``, certified again unless the last iteration (thoroughly)
+        certified it; "inaccurate" with a message when the gap or the infeasibility is above
+        ``tol``."""
+        if self.certified != self.n_iter:  # not (thoroughly) certified, or not feasible
+            if 0.0 < self.infeas <= self.tol and not self.nonnegative:
+                self.V = _restore_feasibility(self.V, self.cons, self.rows)
+                self.infeas = _infeasibility(self.V, self.cons)
+            self._certificate(self.V)
+        status = "optimal"
+        if self.infeas > self.tol or self.gap > self.tol:
+            status = "inaccurate"
+            self.messages.append(
+                f"low-rank SDP solver stopped after {self.n_iter} augmented-Lagrangian "
+                f"iterations with relative gap {self.gap:.1e} and infeasibility "
+                f"{self.infeas:.1e} (tol {self.tol:.0e}, rank {self.V.shape[1]})"
+            )
+        return LowRankSDPResult(
+            V=self.V, y=self.y, objective=self.f_upper + self.offset,
+            lower_bound=self.lower_bound, gap=self.gap, infeasibility=self.infeas,
+            min_eig=self.min_eig, rank=self.V.shape[1], n_iter=self.n_iter,
+            n_evals=self.n_evals, seconds=0.0, status=status, tol=self.tol,
+            messages=self.messages,
+        )
 
 
 def certificate_values(objective, V: np.ndarray) -> tuple[float, float]:
