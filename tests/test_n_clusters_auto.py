@@ -11,6 +11,7 @@ from algorithms.params.common import DEFAULT_MAX_CLUSTERS
 from algorithms.registry import get_spec
 from algorithms.selection.candidates import SPECTRAL_NEIGHBORS
 from algorithms.selection.n_clusters import (
+    _distinct_pairs,
     _strong_answer,
     choose_n_clusters,
     considered_ks,
@@ -371,3 +372,14 @@ def test_auto_with_partial_labels_is_a_422_that_says_what_to_fix(service_url):
         "data": {"X": X.tolist(), "y": y}})
     assert response.status_code == 422, response.text
     assert "not 'auto'" in response.text
+
+
+def test_the_families_partitions_that_agree_train_one_transfer_svm():
+    spectral = ({2: np.array([0, 0, 1, 1]), 3: np.array([0, 1, 2, 2])},
+                {2: np.array([1, 1, 0, 0]), 3: np.array([0, 0, 1, 2])})
+    genie = ({2: np.array([1, 1, 0, 0]), 3: np.array([2, 1, 0, 0])},  # k=2 agrees, renamed
+             {2: np.array([0, 0, 1, 1]), 3: np.array([0, 1, 1, 2])})  # k=3 differs on a half
+    assert len(_distinct_pairs([spectral, genie], 2)) == 1
+    assert len(_distinct_pairs([spectral, genie], 3)) == 2
+    ((train, test),) = _distinct_pairs([spectral, ({}, {})], 3)  # a family without k=3
+    assert train is spectral[0][3] and test is spectral[1][3]

@@ -12,9 +12,13 @@ from sklearn.svm import LinearSVC
 
 from algorithms.cpm3c import CPM3C
 from algorithms.itersvr import IterSVR
-from algorithms.kernels import local_scaling_gamma, pairwise_kernel
+from algorithms.kernels import local_scaling_gamma, pairwise_kernel, squared_distances
 from algorithms.selection import genie, portfolio
-from algorithms.selection.genie import genie_partition, minimum_spanning_tree
+from algorithms.selection.genie import (
+    genie_partition,
+    minimum_spanning_tree,
+    minimum_spanning_tree_of_distances,
+)
 from algorithms.selection.margin import margin_kernel
 
 # Two chains of four points (spacing 1) with a gap of 7, and one point 17 beyond the second.
@@ -28,6 +32,15 @@ def test_mst_of_a_chain_joins_neighbours_and_sorts_by_length():
     edges = {tuple(sorted(edge)) for edge in zip(a.tolist(), b.tolist(), strict=True)}
     assert edges == {(0, 2), (1, 2), (1, 3)}
     np.testing.assert_allclose(length, [1.0, 2.0, 3.0])
+
+
+def test_mst_of_a_distance_matrix_is_the_mst_of_the_points_and_keeps_copies_joined():
+    X = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 0.0], [6.0, 0.0], [6.0, 0.0]])
+    a, b, length = minimum_spanning_tree_of_distances(squared_distances(X))
+    edges = {tuple(sorted(edge)) for edge in zip(a.tolist(), b.tolist(), strict=True)}
+    # The copies (3, 4) are joined by the shortest edge, not read as no edge at all.
+    assert edges == {(3, 4), (0, 2), (1, 2), (1, 3)}
+    np.testing.assert_allclose(length, [0.0, 1.0, 2.0, 3.0], atol=1e-300)
 
 
 def test_genie_splits_two_chains_at_the_gap():

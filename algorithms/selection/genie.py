@@ -47,9 +47,25 @@ def minimum_spanning_tree(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     X = np.ascontiguousarray(centred(np.asarray(X, dtype=np.float64)))
     if X.shape[0] <= EXACT_MST_MAX_N:
         prim_mst, _ = compiled_genie()
-        a, b, length = prim_mst(X)
-    else:
-        a, b, length = _knn_spanning_tree(X)
+        return _sorted_by_length(*prim_mst(X))
+    return _sorted_by_length(*_knn_spanning_tree(X))
+
+
+def minimum_spanning_tree_of_distances(D: np.ndarray
+                                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`minimum_spanning_tree` of the points whose squared distances are ``D`` (a matrix
+    already at hand). A zero length (copies of a row) is raised to the smallest positive float,
+    and the graph is passed as a sparse matrix: the graph routine reads zeros as no edge, and
+    of a dense matrix also every entry within 1e-8 of zero."""
+    lengths = np.maximum(np.sqrt(D), np.finfo(float).tiny)
+    np.fill_diagonal(lengths, 0.0)
+    tree = csgraph.minimum_spanning_tree(sp.csr_matrix(lengths)).tocoo()
+    return _sorted_by_length(tree.row.astype(np.int64), tree.col.astype(np.int64), tree.data)
+
+
+def _sorted_by_length(a: np.ndarray, b: np.ndarray, length: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges ``(a, b, length)`` shortest first (ties in their order), as Genie merges."""
     order = np.argsort(length, kind="stable")
     return a[order], b[order], length[order]
 

@@ -71,7 +71,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import minimum_spanning_tree
 from sklearn.utils import check_random_state
 
 from algorithms.kernels import centred, distinct_rows, scale_gamma_of_distances, squared_distances
@@ -82,8 +81,12 @@ from algorithms.selection.candidates import (
     graph_spectral_embedding,
     kmeans_runs,
     knn_graph_of_distances,
+    partition_key,
 )
-from algorithms.selection.genie import genie_labels_from_tree
+from algorithms.selection.genie import (
+    genie_labels_from_tree,
+    minimum_spanning_tree_of_distances,
+)
 
 # Splits averaged: at least MIN_SPLITS (three degrees of freedom for a standard error), at most
 # MAX_SPLITS; in between, until its mean strength is SETTLED_Z standard errors from the
@@ -271,10 +274,22 @@ def _split_strengths(D: np.ndarray, ks: Sequence[int], rng: np.random.RandomStat
     gamma = scale_gamma_of_distances(D_train)
     K_train = np.exp(-gamma * D_train)
     K_test = np.exp(-gamma * D[np.ix_(test, train)])
-    return {k: max((reproduction(_transfer(K_train, train_parts[k], K_test), test_parts[k])
-                    for train_parts, test_parts in families
-                    if k in train_parts and k in test_parts), default=(0.0, 0))
+    return {k: max((reproduction(_transfer(K_train, train, K_test), test)
+                    for train, test in _distinct_pairs(families, k)), default=(0.0, 0))
             for k in ks}
+
+
+def _distinct_pairs(families: list[tuple[dict[int, np.ndarray], dict[int, np.ndarray]]],
+                    k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The families' (training half, test half) partitions into ``k`` clusters, each once: a
+    pair that groups both halves as an earlier one does has the same strength (clearly
+    separated clusters are found alike by both families), and its SVM is not trained again."""
+    pairs: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
+    for train_parts, test_parts in families:
+        if k in train_parts and k in test_parts:
+            train, test = train_parts[k], test_parts[k]
+            pairs.setdefault((partition_key(train), partition_key(test)), (train, test))
+    return list(pairs.values())
 
 
 def _rows_of(copies: np.ndarray | None, half: np.ndarray) -> np.ndarray | None:
@@ -399,40 +414,11 @@ def _spectral_partitions(D: np.ndarray, ks: Sequence[int], rng: np.random.Random
 def _genie_partitions(D: np.ndarray, ks: Sequence[int]) -> dict[int, np.ndarray]:
     """Genie's partition (``GENIE_GINI``) into every k of ``ks`` up to the number of points, of
     the points whose squared distances are ``D``, from one minimum spanning tree. Copies of a
-    row are joined first (their edges are the shortest), so each row's copies share a cluster;
-    a partition with a cluster of copies of one row is left out (as the spectral family
-    partitions distinct rows): both halves hold copies of that row, any classifier carries
-    them over, and a far row repeated a few times would count as a reproduced cluster."""
+    row are joined first (their edges are the shortest), so each row's copies share a
+    cluster."""
     n = D.shape[0]
-    tree = _spanning_tree_of_distances(D)
-    partitions = {}
-    for k in ks:
-        if k <= n and not _has_a_cluster_of_one_row(
-                D, labels := genie_labels_from_tree(tree, n, k, GENIE_GINI)):
-            partitions[k] = labels
-    return partitions
-
-
-def _has_a_cluster_of_one_row(D: np.ndarray, labels: np.ndarray) -> bool:
-    """Whether some cluster of two points or more holds copies of a single row (its points are
-    all at distance 0 from its first)."""
-    clusters, first, counts = np.unique(labels, return_index=True, return_counts=True)
-    for cluster, start in zip(clusters[counts > 1], first[counts > 1], strict=True):
-        if not D[start, labels == cluster].any():
-            return True
-    return False
-
-
-def _spanning_tree_of_distances(D: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The edges ``(a, b, length)`` of the minimum spanning tree of the complete graph whose
-    squared edge lengths are ``D``, sorted by length. A zero length (copies of a row) is
-    raised to the smallest positive float: the graph routine reads zeros as no edge."""
-    lengths = np.maximum(np.sqrt(D), np.finfo(float).tiny)
-    np.fill_diagonal(lengths, 0.0)
-    tree = minimum_spanning_tree(lengths).tocoo()
-    order = np.argsort(tree.data, kind="stable")
-    return (tree.row[order].astype(np.int64), tree.col[order].astype(np.int64),
-            tree.data[order])
+    tree = minimum_spanning_tree_of_distances(D)
+    return {k: genie_labels_from_tree(tree, n, k, GENIE_GINI) for k in ks if k <= n}
 
 
 def _transfer(K_train: np.ndarray, labels: np.ndarray, K_test: np.ndarray) -> np.ndarray:
