@@ -19,15 +19,12 @@ from algorithms.registry import REGISTRY
 from core.dataset_urls import allowed_prefixes
 from core.deadlines import bound_redis, request_deadline
 from core.settings import Settings, get_settings
-from core.stores import Stores
 from core.version import service_version
-from service.deps import hashed_keys
-from service.jobs import JobService
+from service.deps import AppObjects
 from service.json_body import add_component_schemas
 from service.limits import AdmissionLimitMiddleware
 from service.methods import MethodsMiddleware
 from service.metrics import MULTIPROCESS_DIRECTORY, Metrics
-from service.model_cache import ModelCache
 from service.problems import (
     Problem,
     body_too_large_detail,
@@ -37,7 +34,6 @@ from service.problems import (
 from service.reference import mount_reference
 from service.routes import algorithms, console, datasets, health, job_outputs, jobs, models
 from service.schemas import ModelImport, PredictRequest, build_job_request_model
-from service.submits import SubmitBatcher
 
 DESCRIPTION = """Maximum margin clustering as a service.
 
@@ -144,6 +140,15 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
+def api_redis(settings: Settings) -> Redis:
+    """The API's Redis client: the configured timeouts and two quick retries."""
+    return Redis.from_url(
+        settings.redis_url, health_check_interval=30,
+        socket_connect_timeout=settings.redis_timeout_seconds,
+        socket_timeout=settings.redis_timeout_seconds,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2))
+
+
 def create_app(settings: Settings | None = None, redis: Redis | None = None) -> FastAPI:
     settings = settings or get_settings()
     allowed_prefixes(settings.data_url_allow)  # a malformed allow-list stops the start here
@@ -158,22 +163,11 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
         # clients use as function names, instead of name + path + method.
         generate_unique_id_function=operation_id,
     )
-    app.state.settings = settings
-    app.state.redis = bound_redis(redis or Redis.from_url(
-        settings.redis_url, health_check_interval=30,
-        socket_connect_timeout=settings.redis_timeout_seconds,
-        socket_timeout=settings.redis_timeout_seconds,
-        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-    ))
-    app.state.api_keys = hashed_keys(settings.api_keys)
-    if not app.state.api_keys:
+    objects = AppObjects.build(settings, bound_redis(redis or api_redis(settings)))
+    app.state.objects = objects
+    if not objects.api_keys:
         log.warning("MMC_API_KEYS is empty: the API is OPEN (no authentication, one shared "
                     "tenant); set tenant:key pairs before exposing it")
-    app.state.stores = Stores(app.state.redis, settings)
-    app.state.job_service = JobService(app.state.redis, settings)
-    app.state.submits = SubmitBatcher(app.state.job_service)
-    app.state.model_cache = ModelCache(app.state.stores.models, settings.model_cache_size)
-    app.state.metrics = Metrics(app.state.redis)
     if os.environ.get(MULTIPROCESS_DIRECTORY):  # the pod's processes write their metrics here
         os.makedirs(os.environ[MULTIPROCESS_DIRECTORY], exist_ok=True)
 
@@ -181,7 +175,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
     # cyclic collector's full passes, which otherwise stall the event loop ~100 ms while a large
     # body is parsed in a worker thread (measured with a 62 MiB upload).
     gc.freeze()
-    install_problem_handlers(app)
+    install_problem_handlers(app, settings.retry_after_seconds)
     app.include_router(algorithms.router)
     app.include_router(datasets.router)
     job_request = build_job_request_model(REGISTRY)
@@ -199,7 +193,7 @@ def create_app(settings: Settings | None = None, redis: Redis | None = None) -> 
                        max_body_bytes=settings.max_body_bytes_in_flight,
                        retry_after=settings.retry_after_seconds)
     app.add_middleware(DeadlineMiddleware, seconds=settings.request_deadline_seconds)
-    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(MetricsMiddleware, metrics=objects.metrics)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes,
                        read_timeout=settings.body_read_timeout_seconds)
     return app

@@ -1,6 +1,7 @@
 """Request-scoped dependencies: the caller's tenant from its API key, and the app's objects
 (settings, stores, the job service, ...) as typed parameters, so that a route's signature shows
-what it uses.
+what it uses. The objects are made once per app (:class:`AppObjects`); :func:`app_objects` is the
+one reader of ``app.state``.
 
 Keys are held only as SHA-256 digests and a presented key's digest is compared with every one of
 them in constant time (no early exit), so neither the keys nor their count leak through timing.
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Annotated
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
 
 from anyio import CapacityLimiter
 from fastapi import Depends, Request
@@ -20,10 +23,13 @@ from redis import Redis
 from core.settings import Settings, parse_pairs
 from core.stores import Stores
 from service.jobs import JobService
+from service.longpoll import JobEvents
 from service.metrics import Metrics
 from service.model_cache import ModelCache
 from service.problems import ProblemError
 from service.submits import SubmitBatcher
+
+T = TypeVar("T")
 
 OPEN_TENANT = "anonymous"
 SUBMIT_THREADS = 4
@@ -52,10 +58,75 @@ def tenant_for_key(given: str, keys: list[tuple[bytes, str]]) -> str | None:
     return found
 
 
-async def owner(request: Request) -> str:
+@dataclass
+class AppObjects:
+    """The app's long-lived objects, made once by :func:`service.app.create_app` and held at
+    ``app.state.objects``; the routes receive them as the ``App*`` parameters below."""
+
+    settings: Settings
+    redis: Redis
+    api_keys: list[tuple[bytes, str]]  # (sha256 of the key, tenant)
+    stores: Stores
+    job_service: JobService
+    submits: SubmitBatcher
+    model_cache: ModelCache
+    metrics: Metrics
+    job_events: JobEvents
+    # Made on first use, on the event loop: a limiter belongs to the running loop, which does
+    # not exist yet when the app is made.
+    submit_limiter: CapacityLimiter | None = None
+
+    @classmethod
+    def build(cls, settings: Settings, redis: Redis) -> AppObjects:
+        stores = Stores(redis, settings)
+        job_service = JobService(redis, settings)
+        return cls(settings=settings, redis=redis, api_keys=hashed_keys(settings.api_keys),
+                   stores=stores, job_service=job_service, submits=SubmitBatcher(job_service),
+                   model_cache=ModelCache(stores.models, settings.model_cache_size),
+                   metrics=Metrics(redis), job_events=JobEvents(settings))
+
+
+async def app_objects(request: Request) -> AppObjects:
+    """The app's objects (async: an attribute read, which a worker thread would cost more
+    than)."""
+    return request.app.state.objects
+
+
+Objects = Annotated[AppObjects, Depends(app_objects)]
+
+
+def _part(read: Callable[[AppObjects], T]) -> Any:
+    """The dependency on one of the app's objects."""
+    async def dependency(objects: Objects) -> T:
+        return read(objects)
+
+    return Depends(dependency)
+
+
+async def submit_limiter(objects: Objects) -> CapacityLimiter:
+    """The threads that store jobs on large bodies or stored datasets: a few, not the 40 of the
+    shared pool, which would contend for the GIL and Redis's connection pool (small jobs go
+    through :mod:`service.submits` instead)."""
+    if objects.submit_limiter is None:
+        objects.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
+    return objects.submit_limiter
+
+
+AppApiKeys = Annotated[list[tuple[bytes, str]], _part(lambda objects: objects.api_keys)]
+AppSettings = Annotated[Settings, _part(lambda objects: objects.settings)]
+AppRedis = Annotated[Redis, _part(lambda objects: objects.redis)]
+AppStores = Annotated[Stores, _part(lambda objects: objects.stores)]
+AppJobService = Annotated[JobService, _part(lambda objects: objects.job_service)]
+AppSubmits = Annotated[SubmitBatcher, _part(lambda objects: objects.submits)]
+AppModelCache = Annotated[ModelCache, _part(lambda objects: objects.model_cache)]
+AppMetrics = Annotated[Metrics, _part(lambda objects: objects.metrics)]
+AppJobEvents = Annotated[JobEvents, _part(lambda objects: objects.job_events)]
+AppSubmitLimiter = Annotated[CapacityLimiter, Depends(submit_limiter)]
+
+
+async def owner(request: Request, keys: AppApiKeys) -> str:
     """The caller's tenant, or ``anonymous`` when authentication is off (async: a hash and a
     few comparisons, not worth a worker thread)."""
-    keys = request.app.state.api_keys
     if not keys:
         return OPEN_TENANT
     given = request.headers.get("x-api-key")
@@ -70,36 +141,4 @@ async def owner(request: Request) -> str:
     return tenant
 
 
-# The app's objects, made once by service.app.create_app, as typed parameters of the routes.
-def _app_state(name: str):
-    """The dependency that reads ``app.state.<name>`` (async: an attribute read, which a worker
-    thread would cost more than)."""
-    async def dependency(request: Request):
-        return getattr(request.app.state, name)
-
-    dependency.__name__ = f"app_{name}"
-    return Depends(dependency)
-
-
-async def submit_limiter(request: Request) -> CapacityLimiter:
-    """The threads that store jobs on large bodies or stored datasets: a few, not the 40 of the
-    shared pool, which would contend for the GIL and Redis's connection pool (small jobs go
-    through :mod:`service.submits` instead). Made on first use, on the event loop: a limiter
-    belongs to the running loop, which does not exist yet when the app is made."""
-    state = request.app.state
-    limiter = getattr(state, "submit_limiter", None)
-    if limiter is None:
-        limiter = state.submit_limiter = CapacityLimiter(SUBMIT_THREADS)
-    return limiter
-
-
-AppApiKeys = Annotated[list[tuple[bytes, str]], _app_state("api_keys")]  # (digest, tenant)
-AppSettings = Annotated[Settings, _app_state("settings")]
-AppRedis = Annotated[Redis, _app_state("redis")]
-AppStores = Annotated[Stores, _app_state("stores")]
-AppJobService = Annotated[JobService, _app_state("job_service")]
-AppSubmits = Annotated[SubmitBatcher, _app_state("submits")]
-AppModelCache = Annotated[ModelCache, _app_state("model_cache")]
-AppMetrics = Annotated[Metrics, _app_state("metrics")]
-AppSubmitLimiter = Annotated[CapacityLimiter, Depends(submit_limiter)]
 Caller = Annotated[str, Depends(owner)]

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.job_record import FINAL_STATUSES, JobRecord
 from core.keys import Keys
+from core.settings import Settings
 from service.jobs import JobService
 
 MAX_WAIT_SECONDS = 60
@@ -28,24 +29,27 @@ MAX_WAIT_SECONDS = 60
 CHECK_SECONDS = 1.0
 
 
-def event_client(request: Request) -> aioredis.Redis:
-    """The API process's asyncio Redis client, made on first use (the app is built before an
-    event loop exists, and an app that nobody long-polls needs none)."""
-    state = request.app.state
-    client = getattr(state, "event_redis", None)
-    if client is None:
-        settings = state.settings
-        client = aioredis.Redis.from_url(
-            settings.redis_url, socket_connect_timeout=settings.redis_timeout_seconds)
-        state.event_redis = client
-    return client
+class JobEvents:
+    """The API process's asyncio Redis client for job events, made on first use (the app is
+    built before an event loop exists, and an app that nobody long-polls needs none)."""
+
+    def __init__(self, settings: Settings):
+        self._settings = settings
+        self._client: aioredis.Redis | None = None
+
+    def client(self) -> aioredis.Redis:
+        if self._client is None:
+            self._client = aioredis.Redis.from_url(
+                self._settings.redis_url,
+                socket_connect_timeout=self._settings.redis_timeout_seconds)
+        return self._client
 
 
-async def wait_for_change(request: Request, job_id: str, seen: JobRecord, seconds: float,
-                          read: Callable[[], Awaitable[JobRecord]], *,
+async def wait_for_change(events: JobEvents, request: Request, job_id: str, seen: JobRecord,
+                          seconds: float, read: Callable[[], Awaitable[JobRecord]], *,
                           until_finished: bool = False) -> JobRecord:
     """The job's record once its status differs from ``seen``'s (``until_finished``: once it
-    is final), or after ``seconds``."""
+    is final), or after ``seconds``, or when the caller of ``request`` has gone."""
     if seen["status"] in FINAL_STATUSES:
         return seen
 
@@ -55,7 +59,7 @@ async def wait_for_change(request: Request, job_id: str, seen: JobRecord, second
         return record["status"] == seen["status"]
 
     deadline = time.monotonic() + seconds
-    pubsub = event_client(request).pubsub(ignore_subscribe_messages=True)
+    pubsub = events.client().pubsub(ignore_subscribe_messages=True)
     try:
         await pubsub.subscribe(Keys.job_events(job_id))
         record = await read()

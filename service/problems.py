@@ -115,7 +115,11 @@ def validation_detail(errors: Sequence[Mapping[str, Any]], shown: int = 5) -> st
     return detail
 
 
-def install_problem_handlers(app: FastAPI) -> None:
+def install_problem_handlers(app: FastAPI, retry_after_seconds: int) -> None:
+    """The exception handlers that answer with problem documents; a 503 or 507 tells the
+    caller to retry after ``retry_after_seconds``."""
+    retry_after = str(retry_after_seconds)
+
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError):
         return problem_response(request, exc.status, exc.detail, title=exc.title,
@@ -131,7 +135,6 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(RedisError)
     async def _redis_down(request: Request, exc: Exception):
         log.warning("Redis unavailable on %s: %s: %s", request.url.path, type(exc).__name__, exc)
-        retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, "the job store (Redis) is unavailable; retry later",
                                 headers={"Retry-After": retry_after})
 
@@ -140,14 +143,12 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(DeadlineExceededError)
     async def _deadline(request: Request, exc: DeadlineExceededError):
         log.warning("deadline passed on %s: %s", request.url.path, exc)
-        retry_after = str(request.app.state.settings.retry_after_seconds)
         return problem_response(request, 503, f"{exc}; retry later",
                                 headers={"Retry-After": retry_after})
 
     @app.exception_handler(BlobUnavailableError)
     async def _blobs_down(request: Request, exc: BlobUnavailableError):
         log.warning("blob store unavailable on %s: %s", request.url.path, exc)
-        retry_after = str(request.app.state.settings.retry_after_seconds)
         if isinstance(exc, BlobStoreFullError):
             return problem_response(request, 507, f"{exc}; nothing was stored: retry once an "
                                     "operator has made room", headers={"Retry-After": retry_after})

@@ -44,3 +44,10 @@ def test_mmc_help_imports_none_of_the_commands():
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     assert loaded == "[]", loaded
+
+
+def test_the_routes_reach_the_apps_objects_through_typed_dependencies():
+    # create_app stores them on app.state once; service.deps.app_objects is their one reader.
+    users = {path.relative_to(ROOT).as_posix() for path in (ROOT / "service").rglob("*.py")
+             if "app.state" in path.read_text(encoding="utf-8")}
+    assert users == {"service/app.py", "service/deps.py"}

@@ -11,6 +11,7 @@ from algorithms.registry import algorithm_names
 from core.job_record import JobStatus
 from core.records import render_job
 from service.deps import (
+    AppJobEvents,
     AppJobService,
     AppMetrics,
     AppSettings,
@@ -165,6 +166,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         job_id: JobIdPath,
         request: Request,
         job_service: AppJobService,
+        job_events: AppJobEvents,
         caller: Caller,
         wait: Annotated[float | None, Query(
             gt=0, le=MAX_WAIT_SECONDS,
@@ -179,7 +181,7 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
         """Status, progress, timing, and the error when it failed."""
         record = await read_job(job_service, job_id, caller)
         if wait is not None:
-            record = await wait_for_change(request, job_id, record, wait,
+            record = await wait_for_change(job_events, request, job_id, record, wait,
                                            lambda: read_job(job_service, job_id, caller),
                                            until_finished=until == "finished")
         return render_job(record)
