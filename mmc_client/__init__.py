@@ -11,5 +11,7 @@ polling and raise :class:`MMCError` (with the service's problem+json fields) on 
 from mmc_client._flows import Result
 from mmc_client.client import AsyncClient, Client
 from mmc_client.errors import JobFailedError, JobTimeoutError, MMCError
+from mmc_client.statuses import FINAL_STATUSES, JobStatus
 
-__all__ = ["AsyncClient", "Client", "JobFailedError", "JobTimeoutError", "MMCError", "Result"]
+__all__ = ["FINAL_STATUSES", "AsyncClient", "Client", "JobFailedError", "JobStatus",
+           "JobTimeoutError", "MMCError", "Result"]

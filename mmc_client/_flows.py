@@ -20,8 +20,8 @@ import httpx
 import numpy as np
 
 from mmc_client.errors import JobFailedError, JobTimeoutError, MMCError
+from mmc_client.statuses import FINAL_STATUSES, JobStatus
 
-FINAL_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 # Matrices with more values than this go up once as .npy (POST /v1/datasets) instead of JSON.
 INLINE_MAX_VALUES = 50_000
 # Matrices larger than this go up in parts of about this size (POST /v1/datasets/uploads).
@@ -238,7 +238,7 @@ def result(job_id: str, job: dict[str, Any] | None = None) -> Flow:
     """:class:`Result` of a succeeded job (``job`` is its resource when already read)."""
     if job is None:
         job = (yield from request(Call("GET", f"/v1/jobs/{job_id}"))).json()
-    if job["status"] != "succeeded":
+    if job["status"] != JobStatus.SUCCEEDED:
         error = job.get("error") or {}
         raise JobFailedError(
             error.get("message") or f"job {job_id} is {job['status']}",

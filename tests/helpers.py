@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-FINAL_STATUSES = ("succeeded", "failed", "canceled")
+from core.job_record import FINAL_STATUSES, JobStatus
 
 
 def wait_for_job(base_url: str, job_id: str, timeout: float = 120.0,
@@ -38,7 +38,8 @@ def run_job(base_url: str, payload: dict[str, Any], timeout: float = 120.0) -> d
     """POST a job, wait for it, assert it succeeded and return ``GET /v1/jobs/{id}/result``."""
     job = submit_job(base_url, payload)
     final = wait_for_job(base_url, job["id"], timeout=timeout)
-    assert final["status"] == "succeeded", f"job {job['id']} {final['status']}: {final['error']}"
+    assert final["status"] == JobStatus.SUCCEEDED, \
+        f"job {job['id']} {final['status']}: {final['error']}"
     response = httpx.get(f"{base_url}/v1/jobs/{job['id']}/result", timeout=30.0)
     assert response.status_code == 200, response.text
     return response.json()

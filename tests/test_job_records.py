@@ -15,6 +15,7 @@ from core.keys import Keys
 from core.records import render_job
 from core.settings import Settings
 from core.stores import Stores
+from mmc_client import statuses as client_statuses
 from worker import tasks
 
 
@@ -46,6 +47,13 @@ def test_the_statuses_are_the_five_of_the_api_split_into_active_and_final():
     assert sorted(ACTIVE_STATUSES) == ["queued", "running"]
     assert sorted(FINAL_STATUSES) == ["canceled", "failed", "succeeded"]
     assert json.dumps(JobStatus.CANCELED) == '"canceled"' and f"{JobStatus.FAILED}" == "failed"
+
+
+def test_the_clients_statuses_are_the_services():
+    # mmc_client imports nothing of the server, so it spells the statuses itself.
+    assert [status.value for status in client_statuses.JobStatus] == [
+        status.value for status in JobStatus]
+    assert client_statuses.FINAL_STATUSES == FINAL_STATUSES
 
 
 def test_no_lua_script_spells_a_status():
