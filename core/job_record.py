@@ -87,6 +87,22 @@ class JobRecord(TypedDict):
     error: NotRequired[JobError]
 
 
+class JobUpdate(TypedDict, total=False):
+    """The fields a status transition of the store may set (``JobStore.transition``)."""
+
+    status: JobStatus
+    attempt: int
+    rq_job_id: str
+    progress: JobProgress
+    started_at: float | None
+    worker: JobWorker
+    finished_at: float
+    fit_seconds: float
+    timing: JobTiming
+    model_id: str
+    error: JobError
+
+
 def job_record(fields: dict[str, Any]) -> JobRecord:
     """The record of decoded hash ``fields``, its status as a :class:`JobStatus` (a hash that
     lost its status, a partial write of an expiring key, is returned as it is)."""

@@ -17,14 +17,14 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from redis import Redis
 
 from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from core.blobs import BlobStore, BlobUnavailableError, blob_store, read
-from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus, job_record
+from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus, JobUpdate, job_record
 from core.keys import BlobKeys, Keys
 from core.settings import Settings
 
@@ -505,6 +505,9 @@ def _encoded_statuses(statuses: Iterable[JobStatus]) -> str:
     return json.dumps([json.dumps(status) for status in sorted(statuses)])
 
 
+_ENCODED_ACTIVE = _encoded_statuses(ACTIVE_STATUSES)
+
+
 class JobStore:
     """Job records (a hash per job, JSON-encoded fields), their input, results and owner index.
 
@@ -615,7 +618,8 @@ class JobStore:
     def transition(self, job_id: str, allowed_from: Iterable[JobStatus], *,
                    fence: str | None = None,
                    result: dict[str, Any] | None = None,
-                   keep_model: tuple[str, int] | None = None, **fields) -> bool:
+                   keep_model: tuple[str, int] | None = None, **fields: Unpack[JobUpdate]
+                   ) -> bool:
         """Set ``fields`` atomically if the job's status is one of ``allowed_from`` and, with a
         ``fence`` (an attempt's RQ job id), if that attempt is still the job's current one;
         ``result`` is stored in the same step, and ``keep_model = (model id, seconds)`` gives
@@ -624,7 +628,7 @@ class JobStore:
         args = [_encoded_statuses(allowed_from),
                 "" if fence is None else json.dumps(fence),
                 "" if result is None else json.dumps(result), self.ttl,
-                "" if keep_model is None else keep_model[1], _encoded_statuses(ACTIVE_STATUSES)]
+                "" if keep_model is None else keep_model[1], _ENCODED_ACTIVE]
         for key, value in self._encode(fields).items():
             args += [key, value]
         model_key = Keys.model(keep_model[0]) if keep_model else Keys.model("none")

@@ -14,6 +14,7 @@ import pytest
 from redis import Redis
 
 from core.blobs import BlobStoreFullError, LocalBlobStore, blob_store, read
+from core.job_record import JobStatus
 from core.keys import BlobKeys, Keys
 from core.settings import Settings
 from core.stores import Stores, UploadError
@@ -194,7 +195,8 @@ def test_a_results_labels_are_a_blob_written_before_the_record(stores, owner):
     stored = stores.jobs.store_result_bulk(job_id, owner, {"labels": labels, "model_id": "m",
                                                            "decision_values": None})
     assert "labels" not in stored and stores.blobs.exists(stored["blob"])
-    assert stores.jobs.transition(job_id, ("running",), result=stored, status="succeeded")
+    assert stores.jobs.transition(job_id, (JobStatus.RUNNING,), result=stored,
+                                  status=JobStatus.SUCCEEDED)
     assert stores.redis.memory_usage(Keys.result(job_id)) < 1024
     assert stores.jobs.get_result(job_id) == {"labels": labels, "decision_values": None,
                                               "model_id": "m"}
@@ -206,7 +208,8 @@ def test_a_refused_attempt_discards_its_own_labels_not_the_kept_attempts(stores,
     kept = stores.jobs.store_result_bulk(job_id, owner, {"labels": [1, 2], "model_id": "m2",
                                                          "decision_values": None},
                                          attempt=f"{job_id}-2")
-    assert stores.jobs.transition(job_id, ("running",), result=kept, status="succeeded")
+    assert stores.jobs.transition(job_id, (JobStatus.RUNNING,), result=kept,
+                                  status=JobStatus.SUCCEEDED)
     stale = stores.jobs.store_result_bulk(job_id, owner, {"labels": [0, 0], "model_id": "m1",
                                                           "decision_values": None},
                                           attempt=job_id)

@@ -21,6 +21,7 @@ from redis import Redis
 from rq.job import Job
 from sklearn.datasets import make_blobs
 
+from core.job_record import ACTIVE_STATUSES, JobStatus
 from core.keys import Keys
 from core.queues import SERIALIZER
 from core.stores import Stores, new_id
@@ -94,12 +95,14 @@ def test_stale_attempt_resumed_after_its_job_was_requeued_changes_nothing(deploy
         # The first attempt (RQ id == job id) writing directly: every write is refused.
         jobs = Stores(redis, deployment.settings).jobs
         before = record(redis, job_id)
-        assert not jobs.transition(job_id, ("running",), fence=job_id,
-                                   progress={"step": 999, "message": "stale"})
-        assert not jobs.transition(job_id, ("running",), fence=job_id, status="succeeded",
-                                   model_id="stale", result={"labels": []})
-        assert not jobs.transition(job_id, ("queued", "running"), fence=job_id,
-                                   status="failed", error={"message": "stale"})
+        assert not jobs.transition(job_id, (JobStatus.RUNNING,), fence=job_id, progress={
+            "step": 999, "objective": None, "message": "stale", "updated_at": None})
+        assert not jobs.transition(job_id, (JobStatus.RUNNING,), fence=job_id,
+                                   status=JobStatus.SUCCEEDED, model_id="stale",
+                                   result={"labels": []})
+        assert not jobs.transition(job_id, ACTIVE_STATUSES, fence=job_id,
+                                   status=JobStatus.FAILED,
+                                   error={"type": "Stale", "message": "stale"})
         assert redis.get(Keys.result(job_id)) is None
         after = record(redis, job_id)
         assert after["status"] == "running" and after["attempt"] == 2
@@ -262,9 +265,10 @@ def test_a_model_lives_a_month_only_once_its_job_kept_it(deployment, redis):
     assert 0 < redis.ttl(Keys.model(model_id)) <= PROVISIONAL_MODEL_SECONDS
     keep = (model_id, stores.models.ttl)
     # A step that does not move the job (here: canceled meanwhile) keeps nothing.
-    assert not stores.jobs.transition(job_id, ("queued",), keep_model=keep, status="succeeded")
+    assert not stores.jobs.transition(job_id, (JobStatus.QUEUED,), keep_model=keep,
+                                      status=JobStatus.SUCCEEDED)
     assert redis.ttl(Keys.model(model_id)) <= PROVISIONAL_MODEL_SECONDS
-    assert stores.jobs.transition(job_id, ("running",), fence=job_id, keep_model=keep,
-                                  status="succeeded", model_id=model_id)
+    assert stores.jobs.transition(job_id, (JobStatus.RUNNING,), fence=job_id, keep_model=keep,
+                                  status=JobStatus.SUCCEEDED, model_id=model_id)
     assert redis.ttl(Keys.model(model_id)) > stores.models.ttl - 60
     redis.delete(Keys.job(job_id), Keys.model(model_id))

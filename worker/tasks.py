@@ -23,7 +23,14 @@ from rq.timeouts import JobTimeoutException
 
 from algorithms.registry import get_spec
 from core.blobs import BlobUnavailableError
-from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus
+from core.job_record import (
+    ACTIVE_STATUSES,
+    JobProgress,
+    JobRecord,
+    JobStatus,
+    JobTiming,
+    JobWorker,
+)
 from core.jobs import lost_job, record_id
 from core.keys import Keys
 from core.metrics import job_finished
@@ -93,7 +100,7 @@ def run_job(job_id: str) -> str:
     current = get_current_job()
     fence = current.id if current is not None else None
     started_at = time.time()
-    worker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
+    worker: JobWorker = {"host": socket.gethostname(), "pid": os.getpid(), "ppid": os.getppid()}
     settings = get_settings()
     heartbeat = Heartbeat(stores.redis, job_id, settings.worker_heartbeat_seconds, fence)
     heartbeat.beat()
@@ -186,8 +193,8 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
         if step > 1 and now - last_write < PROGRESS_INTERVAL_SECONDS:
             return
         last_write = now
-        update = {"step": int(step), "objective": objective, "message": str(message)[:500],
-                  "updated_at": now}
+        update: JobProgress = {"step": int(step), "objective": objective,
+                               "message": str(message)[:500], "updated_at": now}
         if not jobs.transition(job_id, (JobStatus.RUNNING,), fence=fence, progress=update):
             raise JobCanceledError(job_id)
 
@@ -235,8 +242,8 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
         extras = estimator.result_extras()
         if reported and "objective_history" not in extras:
             extras["reported_objectives"] = reported
-        timing = {"load_seconds": load_seconds, "fit_seconds": fit_seconds,
-                  "store_seconds": time.perf_counter() - store_started}
+        timing: JobTiming = {"load_seconds": load_seconds, "fit_seconds": fit_seconds,
+                             "store_seconds": time.perf_counter() - store_started}
         result = {
             "job_id": job_id,
             "algorithm": spec.name,
