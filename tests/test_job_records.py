@@ -13,7 +13,7 @@ from core import stores as stores_module
 from core.job_record import ACTIVE_STATUSES, FINAL_STATUSES, JobRecord, JobStatus
 from core.keys import Keys
 from core.records import render_job
-from core.settings import Settings
+from core.settings import Settings, get_settings
 from core.stores import Stores
 from mmc_client import statuses as client_statuses
 from worker import tasks
@@ -89,4 +89,24 @@ def test_a_transition_from_a_status_the_job_is_not_in_changes_nothing(stores):
     assert not stores.jobs.transition(job_id, (JobStatus.RUNNING,), status=JobStatus.SUCCEEDED)
     assert stores.jobs.get(job_id)["status"] is JobStatus.QUEUED
     assert job_id in stores.jobs.active(owner)
+    stores.jobs.delete(job_id, owner)
+
+
+@pytest.fixture
+def worker_env(redis_url, tmp_path, monkeypatch):
+    """The settings a task run outside RQ reads from the environment."""
+    monkeypatch.setenv("MMC_REDIS_URL", redis_url)
+    monkeypatch.setenv("MMC_BLOB_URL", str(tmp_path))
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_the_task_answers_with_a_status_of_the_enum_or_none_for_an_expired_record(
+        stores, worker_env):
+    assert tasks.run_job(f"gone{time.monotonic_ns()}") is None
+    job_id, owner = f"job{time.monotonic_ns()}", f"tenant-{time.monotonic_ns()}"
+    stores.jobs.create_admitted(new_record(job_id, owner), {"dataset_id": None}, cap=10)
+    assert stores.jobs.transition(job_id, (JobStatus.QUEUED,), status=JobStatus.CANCELED)
+    assert tasks.run_job(job_id) is JobStatus.CANCELED  # canceled before it started
     stores.jobs.delete(job_id, owner)

@@ -88,13 +88,14 @@ def _as_json(value: Any) -> Any:
     return value
 
 
-def run_job(job_id: str) -> str:
-    """Run job ``job_id`` end to end; returns its final status."""
+def run_job(job_id: str) -> JobStatus | None:
+    """Run job ``job_id`` end to end; returns its final status (``None``: the record had
+    expired, so nothing ran)."""
     stores = Stores(_connection(), get_settings())
     jobs = stores.jobs
     record = jobs.get(job_id)
     if record is None:
-        return "expired"
+        return None
     # The attempt's RQ job id fences every write: once the job is re-queued as a new attempt,
     # this one can no longer change its record or result.
     current = get_current_job()
@@ -107,7 +108,7 @@ def run_job(job_id: str) -> str:
     if not jobs.transition(job_id, (JobStatus.QUEUED,), fence=fence, status=JobStatus.RUNNING,
                            started_at=started_at, worker=worker):
         heartbeat.stop()
-        return str(record.get("status"))  # canceled before it started, or a stale attempt
+        return record.get("status")  # canceled before it started, or a stale attempt
     stores.redis.hincrby(Keys.job(job_id), "runs", 1)
     heartbeat.start()  # first: its thread's stack is the worker's, not the job's, memory
     # Only in a work horse: the cap must not outlive the job in a process that runs others.
