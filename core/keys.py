@@ -62,6 +62,12 @@ class Keys:
         return f"{cls.prefix}:blobs:expiring"
 
     @classmethod
+    def webhook_claims(cls) -> str:
+        """Sorted set of the due webhook retries a sweeper has taken from RQ's scheduled
+        registry to queue, by the time it took them (``worker.sweeper.promote_due_deliveries``)."""
+        return f"{cls.prefix}:webhooks:promoting"
+
+    @classmethod
     def process_restarts(cls) -> str:
         """Hash of restart counts by child process of ``mmc serve`` (``GET /metrics``)."""
         return f"{cls.prefix}:supervisor:restarts"

@@ -150,14 +150,42 @@ def _requeue(redis: Redis, settings: Settings, record: JobRecord, reason: str) -
     return f"queued again ({reason})"
 
 
+# Take the due webhook retries (KEYS[1], RQ's scheduled registry, scored by due time) and the
+# claims older than the lease (ARGV[2] seconds) that a sweeper took but never queued (it died
+# in between), at most ARGV[3] of each: one step, so two sweepers never take the same one. The
+# taken ids are scored in KEYS[2] with the time of the claim (ARGV[1]) until they are queued.
+_CLAIM_DUE = """
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], 0, ARGV[1] - ARGV[2], 'LIMIT', 0, ARGV[3])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[1], 'LIMIT', 0, ARGV[3])
+local taken, seen = {}, {}
+for _, ids in ipairs({stale, due}) do
+  for _, id in ipairs(ids) do
+    if not seen[id] then
+      seen[id] = true
+      redis.call('ZREM', KEYS[1], id)
+      redis.call('ZADD', KEYS[2], ARGV[1], id)
+      table.insert(taken, id)
+    end
+  end
+end
+return taken
+"""
+CLAIM_LEASE_SECONDS = 60
+CLAIM_BATCH = 1000
+
+
 def promote_due_deliveries(redis: Redis) -> int:
     """Webhook retries whose time has come go back on the ``webhooks`` queue. RQ's scheduler
     does this every second, but its lock outlives a SIGKILLed worker by a minute; this keeps
-    deliveries moving meanwhile (a retry queued twice is delivered twice, with one webhook-id,
-    which at-least-once allows)."""
+    deliveries moving meanwhile. Claim first: each due retry is taken by one sweeper alone, so
+    sweepers never queue one twice (RQ's scheduler, which does not claim, still may: a retry
+    queued twice is delivered twice, with one webhook-id, which at-least-once allows)."""
     queue = get_queue(WEBHOOK_QUEUE, redis)
-    registry = queue.scheduled_job_registry
-    job_ids = registry.get_jobs_to_schedule(current_timestamp())
+    claims = Keys.webhook_claims()
+    claim = redis.register_script(_CLAIM_DUE)
+    job_ids = [job_id.decode() for job_id in claim(
+        keys=[queue.scheduled_job_registry.key, claims],
+        args=[current_timestamp(), CLAIM_LEASE_SECONDS, CLAIM_BATCH])]
     if not job_ids:
         return 0
     jobs = Job.fetch_many(job_ids, connection=redis, serializer=SERIALIZER)
@@ -166,7 +194,7 @@ def promote_due_deliveries(redis: Redis) -> int:
         for job_id, job in zip(job_ids, jobs, strict=True):
             if job is not None:
                 queue.enqueue_job(job, pipeline=pipe)
-            registry.remove(job_id, pipeline=pipe)
+            pipe.zrem(claims, job_id)
         pipe.execute()
     return sum(job is not None for job in jobs)
 
