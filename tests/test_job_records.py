@@ -16,7 +16,7 @@ from core.records import render_job
 from core.settings import Settings, get_settings
 from core.stores import Stores
 from mmc_client import statuses as client_statuses
-from worker import tasks
+from worker import sweeper, tasks
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def new_record(job_id: str, owner: str) -> JobRecord:
 
 def lua_sources() -> list[str]:
     """Every Lua script of the store and the worker (the module-level strings that call Redis)."""
-    return [value for module in (stores_module, tasks) for value in vars(module).values()
+    return [value for module in (stores_module, tasks, sweeper) for value in vars(module).values()
             if isinstance(value, str) and "redis.call" in value]
 
 
@@ -58,7 +58,8 @@ def test_the_clients_statuses_are_the_services():
 
 def test_no_lua_script_spells_a_status():
     sources = lua_sources()
-    assert len(sources) >= 5  # delete-owned, transition, create, release claim, heartbeat
+    # delete-owned, transition, create, release claim, heartbeat, claim of due webhook retries
+    assert len(sources) >= 6
     for source in sources:
         for status in JobStatus:
             assert status.value not in source, (status, source)
