@@ -318,6 +318,9 @@ def pivoted_cholesky(W: np.ndarray, relative_tol: float) -> tuple[np.ndarray, np
 # Rows of X mapped at once by NystromMap: a kernel block of this many rows by a few hundred
 # landmarks (about 40 MB at 300), however many rows there are.
 NYSTROM_CHUNK_ROWS = 16_384
+# Below this exponent exp() is subnormal (under 2.2e-308) or 0, and libm's exp takes a slow path
+# there (tens of times slower): such kernel entries are taken as 0, a difference below 2.2e-308.
+EXP_UNDERFLOW = -708.0
 # Up to this many features an RBF kernel block is filled from the row differences by a compiled
 # loop (:mod:`algorithms.kernels_compiled`), about twice as fast at 16; by 64 features the
 # expansion's matrix product is as fast.
@@ -340,6 +343,52 @@ def rbf_segments_inside(A: np.ndarray, B: np.ndarray, t: np.ndarray, Y: np.ndarr
             np.ascontiguousarray(Y.T, dtype=np.float64), float(gamma),
             np.ascontiguousarray(weights, dtype=np.float64), float(threshold))
     _in_bands(compiled_rbf_segments_inside(), rows, args, out)
+    return out
+
+
+@dataclass(frozen=True)
+class SegmentFactors:
+    """The factors ``exp(-gamma s |x_i - y_j|^2)`` of the points ``x_i`` and sphere points
+    ``y_j`` at every value ``s`` of ``t`` and ``1 - t`` over the samples ``t`` of a segment, from
+    which :func:`rbf_segments_inside_from_factors` sums the kernel at every sample of a segment
+    between two of the points with products only (``a_factor[k]``, ``b_factor[k]``: the
+    factors of ``1 - t[k]`` and ``t[k]``)."""
+
+    distances: np.ndarray
+    factors: np.ndarray
+    a_factor: np.ndarray
+    b_factor: np.ndarray
+    t: np.ndarray
+    gamma: float
+
+    @classmethod
+    def of(cls, distances: np.ndarray, t: np.ndarray, gamma: float) -> SegmentFactors:
+        # 1 - t[k] is another sample's t on a symmetric grid, up to the last bit.
+        values, index = np.unique(np.round(np.concatenate([1.0 - t, t]), 12),
+                                  return_inverse=True)
+        exponents = (-gamma * values)[:, None, None] * distances[None, :, :]
+        underflow = exponents < EXP_UNDERFLOW
+        factors = np.exp(exponents, out=exponents)
+        factors[underflow] = 0.0  # a subnormal factor only slows the products (see the loop)
+        return cls(np.ascontiguousarray(distances, dtype=np.float64), factors,
+                   index[: t.size], index[t.size:],
+                   np.ascontiguousarray(t, dtype=np.float64), float(gamma))
+
+
+def rbf_segments_inside_from_factors(rows: np.ndarray, cols: np.ndarray,
+                                     squared_lengths: np.ndarray, factors: SegmentFactors,
+                                     weights: np.ndarray, threshold: float) -> np.ndarray:
+    """:func:`rbf_segments_inside` for the segments between the points ``rows[i]`` and
+    ``cols[i]`` of ``factors``, of squared lengths ``squared_lengths``, at the samples
+    ``factors.t``: a product per sphere point and sample, whatever the number of features
+    (:func:`algorithms.kernels_compiled.rbf_segments_inside_from_factors`)."""
+    out = np.empty(rows.shape[0], dtype=np.bool_)
+    per_segment = (np.ascontiguousarray(rows, dtype=np.int64),
+                   np.ascontiguousarray(cols, dtype=np.int64),
+                   np.ascontiguousarray(squared_lengths, dtype=np.float64))
+    args = (factors.distances, factors.factors, factors.a_factor, factors.b_factor, factors.t,
+            factors.gamma, np.ascontiguousarray(weights, dtype=np.float64), float(threshold))
+    _in_bands(compiled_rbf_segments_inside_from_factors(), per_segment, args, out)
     return out
 
 
@@ -385,6 +434,18 @@ def compiled_rbf_segments_inside():
 
     one = np.zeros((1, 1))
     compiled(one, one, np.ones(1), one, 1.0, np.ones(1), 0.0, np.empty(1, dtype=np.bool_))
+    return compiled
+
+
+@functools.cache
+def compiled_rbf_segments_inside_from_factors():
+    """:func:`algorithms.kernels_compiled.rbf_segments_inside_from_factors`, loaded on first
+    use."""
+    from algorithms.kernels_compiled import rbf_segments_inside_from_factors as compiled
+
+    index, one = np.zeros(1, dtype=np.int64), np.zeros((1, 1))
+    compiled(index, index, np.zeros(1), one, np.ones((1, 1, 1)), index, index, np.ones(1), 1.0,
+             np.ones(1), 0.0, np.empty(1, dtype=np.bool_))
     return compiled
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Below this exponent exp() is subnormal (under 2.2e-308) or 0, and libm's exp takes a slow path
-# there (tens of times slower): such kernel entries are taken as 0, a difference below 2.2e-308.
-EXP_UNDERFLOW = -708.0
+from algorithms.kernels import EXP_UNDERFLOW
 
 
 @njit(cache=True, nogil=True)
@@ -78,6 +76,78 @@ def rbf_segments_inside(A, B, t, YT, gamma, weights, threshold, out):
                 point[f] = A[i, f] + t[k] * (B[i, f] - A[i, f])
             _squared_distances(point, YT, row)
             if not _weighted_kernel_sum(row, gamma, weights) >= threshold:
+                inside = False
+                break
+        out[i] = inside
+
+
+# Entries summed between the checks of a partial sum against the threshold: the terms are
+# positive, so a sample is inside once a partial sum reaches it; checking every entry would
+# keep the loop from running as one block.
+_CHECK_EVERY = 32
+# Above this exponent of exp(gamma t (1 - t) |a - b|^2) a sample's sum is computed from the
+# distances instead of the factors: the product of the factors would lose its terms to underflow.
+FACTORED_MAX_EXPONENT = 600.0
+
+
+@njit(cache=True, nogil=True)
+def _reaches_from_distances(first, second, t, shortening, gamma, weights, threshold):
+    """Whether ``sum_j weights[j] exp(-gamma d_j) >= threshold`` for the squared distances
+    ``d_j = (1 - t) first[j] + t second[j] - shortening``, clipped at 0."""
+    total = 0.0
+    m = first.size
+    for start in range(0, m, _CHECK_EVERY):
+        for j in range(start, min(start + _CHECK_EVERY, m)):
+            distance = (1.0 - t) * first[j] + t * second[j] - shortening
+            exponent = -gamma * max(distance, 0.0)
+            if exponent > EXP_UNDERFLOW:
+                total += weights[j] * np.exp(exponent)
+        if total >= threshold:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _reaches_from_factors(first, second, weights, threshold):
+    """Whether ``sum_j weights[j] first[j] second[j] >= threshold``."""
+    total = 0.0
+    m = first.size
+    for start in range(0, m, _CHECK_EVERY):
+        for j in range(start, min(start + _CHECK_EVERY, m)):
+            total += weights[j] * first[j] * second[j]
+        if total >= threshold:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def rbf_segments_inside_from_factors(rows, cols, squared_lengths, distances, factors,
+                                     a_factor, b_factor, t, gamma, weights, threshold, out):
+    """:func:`rbf_segments_inside` for the segments ``x_r -> x_c`` (``r = rows[i]``,
+    ``c = cols[i]``) between points whose squared distances to the points ``Y_j`` are the rows
+    of ``distances``, of squared lengths ``squared_lengths[i]``.
+
+    At ``p = a + t (b - a)``, ``|p - y|^2 = (1 - t)|a - y|^2 + t|b - y|^2 - t (1 - t)|a - b|^2``,
+    so ``exp(-gamma |p - y|^2)`` is ``exp(-gamma (1 - t)|a - y|^2) exp(-gamma t |b - y|^2)``
+    times ``exp(gamma t (1 - t)|a - b|^2)``. ``factors[s]`` holds ``exp(-gamma s_value D)`` for
+    each factor value, ``a_factor[k]`` and ``b_factor[k]`` the ones of ``1 - t[k]`` and
+    ``t[k]``: a sample costs a product per sphere point, no exponential. Where the last factor's
+    exponent exceeds ``FACTORED_MAX_EXPONENT``, the sum is computed from ``distances``. A factor
+    below ``exp(EXP_UNDERFLOW)`` is stored as 0, a term below ``exp(EXP_UNDERFLOW +
+    FACTORED_MAX_EXPONENT)`` (1e-47)."""
+    for i in range(rows.size):
+        r, c = rows[i], cols[i]
+        inside = True
+        for k in range(t.size):
+            exponent = gamma * t[k] * (1.0 - t[k]) * squared_lengths[i]
+            if exponent > FACTORED_MAX_EXPONENT:
+                reached = _reaches_from_distances(
+                    distances[r], distances[c], t[k], exponent / gamma, gamma, weights,
+                    threshold)
+            else:
+                reached = _reaches_from_factors(factors[a_factor[k], r], factors[b_factor[k], c],
+                                                weights, threshold * np.exp(-exponent))
+            if not reached:
                 inside = False
                 break
         out[i] = inside

@@ -64,9 +64,11 @@ from algorithms.inputs import (
 )
 from algorithms.kernels import (
     COMPILED_RBF_MAX_FEATURES,
+    SegmentFactors,
     copies_of_rows,
     pairwise_kernel,
     rbf_segments_inside,
+    rbf_segments_inside_from_factors,
     rbf_sums,
     resolve_gamma,
     squared_distances,
@@ -244,6 +246,43 @@ def segments_inside(sphere: Sphere, A: np.ndarray, B: np.ndarray, n_points: int 
     return connected
 
 
+def _samples(n_points: int) -> np.ndarray:
+    """The ``n_points`` interior samples ``t = 1/(n+1), ..., n/(n+1)``, in the order
+    :func:`segments_inside` tests them (:func:`_bisection_order`)."""
+    t = np.arange(1, n_points + 1) / (n_points + 1.0)
+    return t[list(_bisection_order(n_points))]
+
+
+# Largest (factor values) x (points) x (sphere points) array of :class:`SegmentFactors` a
+# segment graph keeps (128 MB); beyond it every sample's kernel sums are computed anew.
+_FACTORS_MAX_ENTRIES = 1 << 24
+
+
+def segment_factors(sphere: Sphere, X: np.ndarray, n_points: int) -> SegmentFactors | None:
+    """The factors from which :func:`segments_inside_by_factors` tests segments between rows of
+    ``X``, or None beyond the memory bound."""
+    t = _samples(n_points)
+    if 2 * t.size * X.shape[0] * sphere.points.shape[0] > _FACTORS_MAX_ENTRIES:
+        return None
+    return SegmentFactors.of(squared_distances(X, sphere.points), t, sphere.gamma)
+
+
+def segments_inside_by_factors(sphere: Sphere, factors: SegmentFactors, rows: np.ndarray,
+                               cols: np.ndarray, squared_lengths: np.ndarray) -> np.ndarray:
+    """:func:`segments_inside` for the segments between the points ``rows[i]`` and ``cols[i]``
+    of ``factors``, of squared lengths ``squared_lengths``: the kernel at each sample is a
+    product of the two ends' factors (:func:`algorithms.kernels.rbf_segments_inside_from_factors`),
+    no kernel product or exponential per sample."""
+    return rbf_segments_inside_from_factors(rows, cols, squared_lengths, factors, sphere.beta,
+                                            sphere.threshold)
+
+
+def _squared_lengths(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``|A_i - B_i|^2`` from the differences (exact where the ends are close)."""
+    difference = A - B
+    return np.einsum("ij,ij->i", difference, difference)
+
+
 # Largest (segment ends) x (sphere points) matrix the first-sample screen of
 # :func:`first_sample_may_be_inside` builds; beyond it the screen is skipped to bound memory.
 _SCREEN_MAX_ENTRIES = 1 << 26
@@ -314,6 +353,10 @@ class SegmentGraph:
         self._rows: list[np.ndarray] = []
         self._cols: list[np.ndarray] = []
 
+    @functools.cached_property
+    def _factors(self) -> SegmentFactors | None:
+        return segment_factors(self.sphere, self.X, self.n_points)
+
     def add_edges(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """Join without a test (nearest assignment)."""
         if rows.size:
@@ -328,8 +371,14 @@ class SegmentGraph:
         if open_.size == 0:
             return
         rows, cols = rows[open_], cols[open_]
-        inside = segments_inside(self.sphere, self.X[rows], self.X[cols], self.n_points)
+        inside = self._inside(rows, cols)
         self.add_edges(rows[inside], cols[inside])
+
+    def _inside(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        if self._factors is None:
+            return segments_inside(self.sphere, self.X[rows], self.X[cols], self.n_points)
+        return segments_inside_by_factors(self.sphere, self._factors, rows, cols,
+                                          _squared_lengths(self.X[rows], self.X[cols]))
 
 
 def _complete_pairs(n: int, block: int):

@@ -28,7 +28,9 @@ from algorithms.svc import (
     first_sample_may_be_inside,
     join_by_chain,
     join_nearest,
+    segment_factors,
     segments_inside,
+    segments_inside_by_factors,
     solve_enclosing_sphere,
 )
 from benchmarks.svc import rings_with_a_core
@@ -243,6 +245,37 @@ def test_batched_segment_test_matches_a_point_by_point_check(iris):
         expected = np.all(sphere.squared_radius_of(ys) <= sphere.radius**2 + 1e-12)
         assert batched[i] == expected
     assert 0 < batched.sum() < 60
+
+
+@pytest.mark.parametrize("n_features", [2, 40])
+def test_segment_test_from_the_ends_factors_matches_the_kernel_sums(n_features):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(400, n_features=n_features, centers=4, cluster_std=3.0, random_state=1)
+    X = X - X.mean(axis=0)
+    sphere = solve_enclosing_sphere(X, 5.0 / squared_distances(X).mean(), 0.2)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, len(X), 3000), rng.integers(0, len(X), 3000)
+    factors = segment_factors(sphere, X, n_points=10)
+    assert factors is not None  # within the memory bound: the path a segment graph takes
+    from_factors = segments_inside_by_factors(sphere, factors, a, b,
+                                              ((X[a] - X[b]) ** 2).sum(axis=1))
+    from_kernel_sums = segments_inside(sphere, X[a], X[b], n_points=10)
+    np.testing.assert_array_equal(from_factors, from_kernel_sums)
+    assert 0.05 < from_factors.mean() < 0.95  # both outcomes are tested
+
+
+def test_segments_too_long_for_the_factors_are_summed_from_the_distances():
+    # Two points 60 apart at gamma 1: exp(gamma t (1 - t) |a - b|^2) would overflow, and the
+    # sample next to the second point is inside its small sphere.
+    X = np.array([[0.0, 0.0], [60.0, 0.0], [60.5, 0.0]])
+    sphere = solve_enclosing_sphere(X, 1.0, 0.5)
+    factors = segment_factors(sphere, X, n_points=10)
+    rows, cols = np.array([0, 1]), np.array([1, 2])
+    np.testing.assert_array_equal(
+        segments_inside_by_factors(sphere, factors, rows, cols,
+                                   ((X[rows] - X[cols]) ** 2).sum(axis=1)),
+        segments_inside(sphere, X[rows], X[cols], n_points=10))
 
 
 def test_sphere_radius_is_r_of_the_support_vectors_and_bounded_svs_lie_outside(iris):

@@ -19,6 +19,7 @@ from algorithms.dual_qp import compiled_smo
 from algorithms.kernels import (
     compiled_rbf_block,
     compiled_rbf_segments_inside,
+    compiled_rbf_segments_inside_from_factors,
     compiled_rbf_sums,
 )
 from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
@@ -93,12 +94,14 @@ def warm_up_fit() -> None:
     get_spec("itersvr").build({"random_state": 0, "n_init": 1}).fit(X)
 
 
-# The numba kernels: the RBF kernel blocks and sums of few features, iterSVR's SMO, k-means, the
-# box QP's active set, the factored smoothed dual of the low-rank SDPs, the robust SDPs' inner
-# problem, and the one-vs-one SVM of n_clusters="auto" (on iterSVR's SMO).
+# The numba kernels: the RBF kernel blocks and sums of few features, SVC's segment tests,
+# iterSVR's SMO, k-means, the box QP's active set, the factored smoothed dual of the low-rank
+# SDPs, the robust SDPs' inner problem, and the one-vs-one SVM of n_clusters="auto" (on iterSVR's
+# SMO).
 COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
-                    compiled_smo, compiled_kmeans, compiled_active_set, compiled_factored_dual,
-                    compiled_lbfgs, compiled_transfer)
+                    compiled_rbf_segments_inside_from_factors, compiled_smo, compiled_kmeans,
+                    compiled_active_set, compiled_factored_dual, compiled_lbfgs,
+                    compiled_transfer)
 # Compiled into the disk cache in two processes side by side (``make install``), in two rounds:
 # first the callees, the active set alone (the longest) beside all the others; then the kernels
 # that call them, L-BFGS beside the one-vs-one SVM, which load their compiled callees from the
