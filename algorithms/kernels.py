@@ -11,6 +11,7 @@ widths differently; the conversions are:
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -348,46 +349,67 @@ def rbf_segments_inside(A: np.ndarray, B: np.ndarray, t: np.ndarray, Y: np.ndarr
 
 @dataclass(frozen=True)
 class SegmentFactors:
-    """The factors ``exp(-gamma s |x_i - y_j|^2)`` of the points ``x_i`` and sphere points
-    ``y_j`` at every value ``s`` of ``t`` and ``1 - t`` over the samples ``t`` of a segment, from
-    which :func:`rbf_segments_inside_from_factors` sums the kernel at every sample of a segment
-    between two of the points with products only (``a_factor[k]``, ``b_factor[k]``: the
-    factors of ``1 - t[k]`` and ``t[k]``)."""
+    """The factors ``B^p`` of points ``x_i`` and sphere points ``y_j``, ``B = exp(-gamma
+    |x_i - y_j|^2 / (n + 1))``, for the ``n`` samples ``t = k / (n + 1)`` of a segment: the
+    kernel at a sample of a segment between two such points is a sum of products of its ends'
+    factors (:func:`rbf_segments_inside_from_factors`), with no exponential.
+
+    A power ``p = q s + r`` (``0 <= r < s``) is ``large[q] * small[r]``: about ``2 sqrt(n)``
+    matrices held instead of ``n``, built by products from one exponential."""
 
     distances: np.ndarray
-    factors: np.ndarray
-    a_factor: np.ndarray
-    b_factor: np.ndarray
-    t: np.ndarray
-    gamma: float
+    small: np.ndarray  # small[r] = B^r, r < step
+    large: np.ndarray  # large[q] = B^(q step), q <= n // step
+    step: int
 
     @classmethod
-    def of(cls, distances: np.ndarray, t: np.ndarray, gamma: float) -> SegmentFactors:
-        # 1 - t[k] is another sample's t on a symmetric grid, up to the last bit.
-        values, index = np.unique(np.round(np.concatenate([1.0 - t, t]), 12),
-                                  return_inverse=True)
-        exponents = (-gamma * values)[:, None, None] * distances[None, :, :]
-        underflow = exponents < EXP_UNDERFLOW
-        factors = np.exp(exponents, out=exponents)
-        factors[underflow] = 0.0  # a subnormal factor only slows the products (see the loop)
-        return cls(np.ascontiguousarray(distances, dtype=np.float64), factors,
-                   index[: t.size], index[t.size:],
-                   np.ascontiguousarray(t, dtype=np.float64), float(gamma))
+    def of(cls, distances: np.ndarray, n_points: int, gamma: float) -> SegmentFactors:
+        distances = np.ascontiguousarray(distances, dtype=np.float64)
+        step = cls.step_for(n_points)
+        base = np.exp(distances * (-gamma / (n_points + 1.0)))
+        small = _powers(base, np.ones_like(base), step)
+        large = _powers(small[-1] * base, np.ones_like(base), n_points // step + 1)
+        return cls(distances, small, large, step)
+
+    @staticmethod
+    def step_for(n_points: int) -> int:
+        """The step ``s`` of the powers, ``ceil(sqrt(n + 1))``."""
+        return max(1, math.isqrt(n_points) + 1)
+
+    @classmethod
+    def matrices(cls, n_points: int) -> int:
+        """How many ``n x m`` matrices :meth:`of` holds for ``n_points`` samples."""
+        step = cls.step_for(n_points)
+        return step + n_points // step + 1
+
+
+def _powers(base: np.ndarray, first: np.ndarray, count: int) -> np.ndarray:
+    """``first * base^e`` for ``e = 0..count-1``."""
+    out = np.empty((count, *base.shape))
+    out[0] = first
+    for e in range(1, count):
+        np.multiply(out[e - 1], base, out=out[e])
+    return out
 
 
 def rbf_segments_inside_from_factors(rows: np.ndarray, cols: np.ndarray,
-                                     squared_lengths: np.ndarray, factors: SegmentFactors,
-                                     weights: np.ndarray, threshold: float) -> np.ndarray:
-    """:func:`rbf_segments_inside` for the segments between the points ``rows[i]`` and
-    ``cols[i]`` of ``factors``, of squared lengths ``squared_lengths``, at the samples
-    ``factors.t``: a product per sphere point and sample, whatever the number of features
+                                     squared_lengths: np.ndarray, a: SegmentFactors,
+                                     b: SegmentFactors, samples: np.ndarray, n_points: int,
+                                     gamma: float, weights: np.ndarray,
+                                     threshold: float) -> np.ndarray:
+    """:func:`rbf_segments_inside` for the segments from the points ``rows[i]`` of ``a`` to
+    the points ``cols[i]`` of ``b``, of squared lengths ``squared_lengths``, at the samples
+    ``t = samples[k] / (n_points + 1)`` (integers ``1..n_points``, in the order tried): four
+    products per sphere point and sample, whatever the number of features
     (:func:`algorithms.kernels_compiled.rbf_segments_inside_from_factors`)."""
+    samples = np.asarray(samples, dtype=np.int64)
     out = np.empty(rows.shape[0], dtype=np.bool_)
     per_segment = (np.ascontiguousarray(rows, dtype=np.int64),
                    np.ascontiguousarray(cols, dtype=np.int64),
                    np.ascontiguousarray(squared_lengths, dtype=np.float64))
-    args = (factors.distances, factors.factors, factors.a_factor, factors.b_factor, factors.t,
-            factors.gamma, np.ascontiguousarray(weights, dtype=np.float64), float(threshold))
+    args = (a.distances, a.small, a.large, b.distances, b.small, b.large, n_points + 1 - samples,
+            samples, a.step, samples / (n_points + 1.0), float(gamma),
+            np.ascontiguousarray(weights, dtype=np.float64), float(threshold))
     _in_bands(compiled_rbf_segments_inside_from_factors(), per_segment, args, out)
     return out
 
@@ -443,9 +465,10 @@ def compiled_rbf_segments_inside_from_factors():
     use."""
     from algorithms.kernels_compiled import rbf_segments_inside_from_factors as compiled
 
-    index, one = np.zeros(1, dtype=np.int64), np.zeros((1, 1))
-    compiled(index, index, np.zeros(1), one, np.ones((1, 1, 1)), index, index, np.ones(1), 1.0,
-             np.ones(1), 0.0, np.empty(1, dtype=np.bool_))
+    index, one, factors = np.ones(1, dtype=np.int64), np.zeros((1, 1)), np.ones((2, 1, 1))
+    compiled(index * 0, index * 0, np.zeros(1), one, factors, factors, one, factors, factors,
+             index, index, 1, np.ones(1) / 2, 1.0, np.ones(1), 0.0,
+             np.empty(1, dtype=np.bool_))
     return compiled
 
 

@@ -108,45 +108,49 @@ def _reaches_from_distances(first, second, t, shortening, gamma, weights, thresh
 
 
 @njit(cache=True, nogil=True)
-def _reaches_from_factors(first, second, weights, threshold):
-    """Whether ``sum_j weights[j] first[j] second[j] >= threshold``."""
+def _reaches_from_factors(a_large, a_small, b_large, b_small, weights, threshold):
+    """Whether ``sum_j weights[j] a_large[j] a_small[j] b_large[j] b_small[j] >= threshold``."""
     total = 0.0
-    m = first.size
+    m = weights.size
     for start in range(0, m, _CHECK_EVERY):
         for j in range(start, min(start + _CHECK_EVERY, m)):
-            total += weights[j] * first[j] * second[j]
+            total += weights[j] * (a_large[j] * a_small[j]) * (b_large[j] * b_small[j])
         if total >= threshold:
             return True
     return False
 
 
 @njit(cache=True, nogil=True)
-def rbf_segments_inside_from_factors(rows, cols, squared_lengths, distances, factors,
-                                     a_factor, b_factor, t, gamma, weights, threshold, out):
-    """:func:`rbf_segments_inside` for the segments ``x_r -> x_c`` (``r = rows[i]``,
-    ``c = cols[i]``) between points whose squared distances to the points ``Y_j`` are the rows
-    of ``distances``, of squared lengths ``squared_lengths[i]``.
+def rbf_segments_inside_from_factors(rows, cols, squared_lengths, distances_a, small_a, large_a,
+                                     distances_b, small_b, large_b, a_power, b_power, step, t,
+                                     gamma, weights, threshold, out):
+    """:func:`rbf_segments_inside` for the segments ``a -> b`` from the points ``a`` whose
+    squared distances to the points ``Y_j`` are the rows ``distances_a[rows[i]]`` to the points
+    ``b`` with ``distances_b[cols[i]]``, of squared lengths ``squared_lengths[i]``.
 
     At ``p = a + t (b - a)``, ``|p - y|^2 = (1 - t)|a - y|^2 + t|b - y|^2 - t (1 - t)|a - b|^2``,
-    so ``exp(-gamma |p - y|^2)`` is ``exp(-gamma (1 - t)|a - y|^2) exp(-gamma t |b - y|^2)``
-    times ``exp(gamma t (1 - t)|a - b|^2)``. ``factors[s]`` holds ``exp(-gamma s_value D)`` for
-    each factor value, ``a_factor[k]`` and ``b_factor[k]`` the ones of ``1 - t[k]`` and
-    ``t[k]``: a sample costs a product per sphere point, no exponential. Where the last factor's
-    exponent exceeds ``FACTORED_MAX_EXPONENT``, the sum is computed from ``distances``. A factor
-    below ``exp(EXP_UNDERFLOW)`` is stored as 0, a term below ``exp(EXP_UNDERFLOW +
-    FACTORED_MAX_EXPONENT)`` (1e-47)."""
+    so with ``t = k / (n + 1)`` and ``B = exp(-gamma |. - y|^2 / (n + 1))``,
+    ``exp(-gamma |p - y|^2)`` is ``B_a^(n + 1 - k) B_b^k exp(gamma t (1 - t)|a - b|^2)``; a
+    power ``q step + r`` is ``large[q] small[r]`` (``algorithms.kernels.SegmentFactors``), and
+    ``a_power[s]``, ``b_power[s]`` are the powers of sample ``s``. Where the last factor's
+    exponent exceeds ``FACTORED_MAX_EXPONENT``, the sum is computed from the distances: a
+    product of the factors that underflows (below 2.2e-308) then drops a term below
+    ``exp(EXP_UNDERFLOW + FACTORED_MAX_EXPONENT)`` (1e-47) at most."""
     for i in range(rows.size):
         r, c = rows[i], cols[i]
         inside = True
-        for k in range(t.size):
-            exponent = gamma * t[k] * (1.0 - t[k]) * squared_lengths[i]
+        for s in range(t.size):
+            exponent = gamma * t[s] * (1.0 - t[s]) * squared_lengths[i]
             if exponent > FACTORED_MAX_EXPONENT:
                 reached = _reaches_from_distances(
-                    distances[r], distances[c], t[k], exponent / gamma, gamma, weights,
+                    distances_a[r], distances_b[c], t[s], exponent / gamma, gamma, weights,
                     threshold)
             else:
-                reached = _reaches_from_factors(factors[a_factor[k], r], factors[b_factor[k], c],
-                                                weights, threshold * np.exp(-exponent))
+                qa, ra = a_power[s] // step, a_power[s] % step
+                qb, rb = b_power[s] // step, b_power[s] % step
+                reached = _reaches_from_factors(large_a[qa, r], small_a[ra, r], large_b[qb, c],
+                                                small_b[rb, c], weights,
+                                                threshold * np.exp(-exponent))
             if not reached:
                 inside = False
                 break

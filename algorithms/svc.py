@@ -98,7 +98,7 @@ _EXACT_DIAMETER_MAX_N = 5000
 _MAX_P = 0.95
 # Points whose segments predict tests at once.
 _PREDICT_BLOCK = 4096
-_REPORT_EVERY_BLOCKS = 16  # progress while labelling a large data set: every 65,536 points
+_REPORT_EVERY_BLOCKS = 16  # progress while labelling a large data set: every 16 blocks
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,35 +246,59 @@ def segments_inside(sphere: Sphere, A: np.ndarray, B: np.ndarray, n_points: int 
     return connected
 
 
-def _samples(n_points: int) -> np.ndarray:
-    """The ``n_points`` interior samples ``t = 1/(n+1), ..., n/(n+1)``, in the order
-    :func:`segments_inside` tests them (:func:`_bisection_order`)."""
-    t = np.arange(1, n_points + 1) / (n_points + 1.0)
-    return t[list(_bisection_order(n_points))]
-
-
-# Largest (factor values) x (points) x (sphere points) array of :class:`SegmentFactors` a
-# segment graph keeps (128 MB); beyond it every sample's kernel sums are computed anew.
-_FACTORS_MAX_ENTRIES = 1 << 24
+# Largest (matrices) x (points) x (sphere points) array of :class:`SegmentFactors` a segment
+# test builds (256 MB: the ten matrices of twenty samples for 1,800 points and as many sphere
+# points); beyond it every sample's kernel sums are computed anew.
+_FACTORS_MAX_ENTRIES = 1 << 25
 
 
 def segment_factors(sphere: Sphere, X: np.ndarray, n_points: int) -> SegmentFactors | None:
-    """The factors from which :func:`segments_inside_by_factors` tests segments between rows of
-    ``X``, or None beyond the memory bound."""
-    t = _samples(n_points)
-    if 2 * t.size * X.shape[0] * sphere.points.shape[0] > _FACTORS_MAX_ENTRIES:
+    """The factors from which :func:`segments_inside_by_factors` tests segments that start or
+    end at rows of ``X``, or None beyond the memory bound."""
+    if SegmentFactors.matrices(n_points) * X.shape[0] * sphere.points.shape[0] \
+            > _FACTORS_MAX_ENTRIES:
         return None
-    return SegmentFactors.of(squared_distances(X, sphere.points), t, sphere.gamma)
+    return SegmentFactors.of(squared_distances(X, sphere.points), n_points, sphere.gamma)
 
 
-def segments_inside_by_factors(sphere: Sphere, factors: SegmentFactors, rows: np.ndarray,
-                               cols: np.ndarray, squared_lengths: np.ndarray) -> np.ndarray:
-    """:func:`segments_inside` for the segments between the points ``rows[i]`` and ``cols[i]``
-    of ``factors``, of squared lengths ``squared_lengths``: the kernel at each sample is a
-    product of the two ends' factors (:func:`algorithms.kernels.rbf_segments_inside_from_factors`),
-    no kernel product or exponential per sample."""
-    return rbf_segments_inside_from_factors(rows, cols, squared_lengths, factors, sphere.beta,
-                                            sphere.threshold)
+def segments_inside_by_factors(sphere: Sphere, a: SegmentFactors, b: SegmentFactors,
+                               rows: np.ndarray, cols: np.ndarray, squared_lengths: np.ndarray,
+                               n_points: int) -> np.ndarray:
+    """:func:`segments_inside` for the segments from the points ``rows[i]`` of ``a`` to the
+    points ``cols[i]`` of ``b``, of squared lengths ``squared_lengths``: the kernel at each
+    sample is a product of the two ends' factors
+    (:func:`algorithms.kernels.rbf_segments_inside_from_factors`), no kernel product or
+    exponential per sample."""
+    samples = np.array(_bisection_order(n_points)) + 1
+    return rbf_segments_inside_from_factors(rows, cols, squared_lengths, a, b, samples, n_points,
+                                            sphere.gamma, sphere.beta, sphere.threshold)
+
+
+def first_anchor_joined(sphere: Sphere, points: np.ndarray, near: np.ndarray, n_points: int,
+                        anchor_factors: SegmentFactors | None) -> np.ndarray:
+    """For each of ``points``, the column of the first of its anchors ``near[i]`` (sphere
+    points, nearest first) that an inside segment joins it to, ``-1`` where none does.
+    Tried nearest first: most points reach their nearest anchor, so testing all the segments
+    of every point at once would multiply the kernel sums by the number of anchors.
+    ``anchor_factors``: :func:`segment_factors` of the sphere points, None to test segments by
+    their kernel sums."""
+    point_factors = (None if anchor_factors is None
+                     else segment_factors(sphere, points, n_points))
+    joined = np.full(points.shape[0], -1, dtype=np.int64)
+    open_ = np.arange(points.shape[0])
+    for rank in range(near.shape[1]):
+        if open_.size == 0:
+            break
+        anchor = near[open_, rank]
+        ends, anchor_points = points[open_], sphere.points[anchor]
+        if point_factors is None:
+            ok = segments_inside(sphere, ends, anchor_points, n_points)
+        else:
+            ok = segments_inside_by_factors(sphere, point_factors, anchor_factors, open_, anchor,
+                                            _squared_lengths(ends, anchor_points), n_points)
+        joined[open_[ok]] = rank
+        open_ = open_[~ok]
+    return joined
 
 
 def _squared_lengths(A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -354,7 +378,8 @@ class SegmentGraph:
         self._cols: list[np.ndarray] = []
 
     @functools.cached_property
-    def _factors(self) -> SegmentFactors | None:
+    def factors(self) -> SegmentFactors | None:
+        """:func:`segment_factors` of the points, None beyond the memory bound."""
         return segment_factors(self.sphere, self.X, self.n_points)
 
     def add_edges(self, rows: np.ndarray, cols: np.ndarray) -> None:
@@ -375,10 +400,11 @@ class SegmentGraph:
         self.add_edges(rows[inside], cols[inside])
 
     def _inside(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        if self._factors is None:
+        if self.factors is None:
             return segments_inside(self.sphere, self.X[rows], self.X[cols], self.n_points)
-        return segments_inside_by_factors(self.sphere, self._factors, rows, cols,
-                                          _squared_lengths(self.X[rows], self.X[cols]))
+        return segments_inside_by_factors(self.sphere, self.factors, self.factors, rows, cols,
+                                          _squared_lengths(self.X[rows], self.X[cols]),
+                                          self.n_points)
 
 
 def _complete_pairs(n: int, block: int):
@@ -434,7 +460,9 @@ def label_support_vector_graph(sphere: Sphere, X: np.ndarray, is_sv: np.ndarray,
     graph = SegmentGraph(sphere, X, n_points)
     i, j = np.triu_indices(sv.size, k=1)
     lengths = squared_distances(X[sv])
-    may_be_inside = first_sample_may_be_inside(sphere, X[sv], lengths, n_points)
+    # With the factors a segment's first sample costs what the screen's product does.
+    may_be_inside = (first_sample_may_be_inside(sphere, X[sv], lengths, n_points)
+                     if graph.factors is None else None)
     if may_be_inside is not None:
         keep = may_be_inside[i, j]
         i, j = i[keep], j[keep]
@@ -1140,22 +1168,21 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         free = np.flatnonzero(~sphere.bounded)
         anchors = free if free.size else np.arange(sphere.points.shape[0])
         inside_rows = np.flatnonzero(inside)
-        for start in range(0, inside_rows.size, _PREDICT_BLOCK):
-            rows = inside_rows[start : start + _PREDICT_BLOCK]
+        n_points = self._params.n_segment_points
+        # Half the factors' memory bound for the anchors' and half for a block's.
+        m = sphere.points.shape[0]
+        matrices = SegmentFactors.matrices(n_points)
+        anchor_factors = (segment_factors(sphere, sphere.points, n_points)
+                          if 2 * matrices * m * m <= _FACTORS_MAX_ENTRIES else None)
+        block = _PREDICT_BLOCK if anchor_factors is None else max(
+            1, min(_PREDICT_BLOCK, _FACTORS_MAX_ENTRIES // (2 * matrices * m)))
+        for number, start in enumerate(range(0, inside_rows.size, block)):
+            rows = inside_rows[start : start + block]
             near = anchors[_nearest(sphere.points[anchors], X[rows], self._params.n_neighbors)]
-            # The nearest anchor joined by an inside segment, tried nearest first: most points
-            # reach their nearest one, so testing all n_neighbors segments of every point at
-            # once would multiply the kernel sums by about n_neighbors.
-            open_ = np.arange(rows.size)
-            for rank in range(near.shape[1]):
-                if open_.size == 0:
-                    break
-                anchor = near[open_, rank]
-                ok = segments_inside(sphere, X[rows[open_]], sphere.points[anchor],
-                                     self._params.n_segment_points)
-                labels[rows[open_[ok]]] = self._point_labels[anchor[ok]]
-                open_ = open_[~ok]
-            if on_rows is not None and start // _PREDICT_BLOCK % _REPORT_EVERY_BLOCKS == 0:
+            joined = first_anchor_joined(sphere, X[rows], near, n_points, anchor_factors)
+            reached = np.flatnonzero(joined >= 0)
+            labels[rows[reached]] = self._point_labels[near[reached, joined[reached]]]
+            if on_rows is not None and number % _REPORT_EVERY_BLOCKS == 0:
                 on_rows(start + rows.size, inside_rows.size)
         return labels, inside
 

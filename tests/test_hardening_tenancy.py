@@ -146,7 +146,8 @@ def test_another_tenants_job_model_and_dataset_answer_404(tenants):
         ("POST", f"/v1/models/{model_id}/predict", {"X": X[:3]}),
         ("GET", f"/v1/datasets/{dataset['id']}", None),
     ]:
-        theirs = httpx.request(method, f"{url}{path}", json=body, headers=auth("globex"))
+        theirs = httpx.request(method, f"{url}{path}", json=body, headers=auth("globex"),
+                               timeout=60)  # a first predict loads the estimator modules
         problem(theirs, 404)
         mine = httpx.request(method, f"{url}{path}", json=body, headers=auth("acme"))
         assert mine.status_code in (200, 409), (path, mine.text)  # 409: DELETE of a finished job

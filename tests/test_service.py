@@ -122,8 +122,10 @@ def test_digits_3_8_job_over_http_clusters_as_in_the_paper_and_predicts(service_
     # model's own predict.
     rng = np.random.default_rng(1)
     new = np.clip(X[rng.choice(X.shape[0], 50, replace=False)] + rng.normal(0, 1, (50, 64)), 0, 16)
+    # The first predict loads the estimator modules into the API process: seconds on a
+    # loaded machine, past httpx's 5 s default.
     predicted = httpx.post(f"{service_url}/v1/models/{result['model_id']}/predict",
-                           json={"X": new.tolist()})
+                           json={"X": new.tolist()}, timeout=60)
     assert predicted.status_code == 200, predicted.text
     exported = httpx.get(f"{service_url}/v1/models/{result['model_id']}/export").json()
     import base64

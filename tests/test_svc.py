@@ -247,8 +247,8 @@ def test_batched_segment_test_matches_a_point_by_point_check(iris):
     assert 0 < batched.sum() < 60
 
 
-@pytest.mark.parametrize("n_features", [2, 40])
-def test_segment_test_from_the_ends_factors_matches_the_kernel_sums(n_features):
+@pytest.mark.parametrize(("n_features", "n_points"), [(2, 10), (40, 10), (40, 20)])
+def test_segment_test_from_the_ends_factors_matches_the_kernel_sums(n_features, n_points):
     from sklearn.datasets import make_blobs
 
     X, _ = make_blobs(400, n_features=n_features, centers=4, cluster_std=3.0, random_state=1)
@@ -256,26 +256,43 @@ def test_segment_test_from_the_ends_factors_matches_the_kernel_sums(n_features):
     sphere = solve_enclosing_sphere(X, 5.0 / squared_distances(X).mean(), 0.2)
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, len(X), 3000), rng.integers(0, len(X), 3000)
-    factors = segment_factors(sphere, X, n_points=10)
+    factors = segment_factors(sphere, X, n_points)
     assert factors is not None  # within the memory bound: the path a segment graph takes
-    from_factors = segments_inside_by_factors(sphere, factors, a, b,
-                                              ((X[a] - X[b]) ** 2).sum(axis=1))
-    from_kernel_sums = segments_inside(sphere, X[a], X[b], n_points=10)
+    from_factors = segments_inside_by_factors(sphere, factors, factors, a, b,
+                                              ((X[a] - X[b]) ** 2).sum(axis=1), n_points)
+    from_kernel_sums = segments_inside(sphere, X[a], X[b], n_points)
     np.testing.assert_array_equal(from_factors, from_kernel_sums)
     assert 0.05 < from_factors.mean() < 0.95  # both outcomes are tested
+    # From points to the sphere points (predict's segments): two sets of factors.
+    anchors = rng.integers(0, sphere.points.shape[0], 3000)
+    to_anchors = segments_inside_by_factors(
+        sphere, factors, segment_factors(sphere, sphere.points, n_points), a, anchors,
+        ((X[a] - sphere.points[anchors]) ** 2).sum(axis=1), n_points)
+    np.testing.assert_array_equal(
+        to_anchors, segments_inside(sphere, X[a], sphere.points[anchors], n_points))
+    assert 0.05 < to_anchors.mean() < 0.95
 
 
 def test_segments_too_long_for_the_factors_are_summed_from_the_distances():
-    # Two points 60 apart at gamma 1: exp(gamma t (1 - t) |a - b|^2) would overflow, and the
-    # sample next to the second point is inside its small sphere.
+    # Two points 60 apart at gamma 1: exp(gamma t (1 - t) |a - b|^2) would overflow; the
+    # segment between the two close points is inside, the long one is not.
     X = np.array([[0.0, 0.0], [60.0, 0.0], [60.5, 0.0]])
     sphere = solve_enclosing_sphere(X, 1.0, 0.5)
     factors = segment_factors(sphere, X, n_points=10)
     rows, cols = np.array([0, 1]), np.array([1, 2])
-    np.testing.assert_array_equal(
-        segments_inside_by_factors(sphere, factors, rows, cols,
-                                   ((X[rows] - X[cols]) ** 2).sum(axis=1)),
-        segments_inside(sphere, X[rows], X[cols], n_points=10))
+    inside = segments_inside_by_factors(sphere, factors, factors, rows, cols,
+                                        ((X[rows] - X[cols]) ** 2).sum(axis=1), 10)
+    np.testing.assert_array_equal(inside, [False, True])
+    np.testing.assert_array_equal(inside, segments_inside(sphere, X[rows], X[cols], n_points=10))
+
+
+def test_predict_labels_every_training_point_as_the_fit_on_many_features():
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(300, n_features=30, centers=3, cluster_std=1.0, random_state=2)
+    model = SupportVectorClustering(n_clusters=3, random_state=0).fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.9
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
 
 
 def test_sphere_radius_is_r_of_the_support_vectors_and_bounded_svs_lie_outside(iris):
