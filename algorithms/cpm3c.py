@@ -629,6 +629,151 @@ def _linearized_by_class(
     return sums.linearized()
 
 
+def _first_constraint(F: np.ndarray, start_labels: np.ndarray | None) -> _Constraint:
+    """The working set's first ``c`` of (11): the most violated one (14) at the initial scores.
+
+    Where every margin is already >= 1 (identical points, or a start at exactly margin 1) that
+    ``c`` is empty and makes ``W = 0`` stationary, so the constraint on every point is taken."""
+    first, _ = most_violated_constraint(F, start_labels)
+    return first if first.index.size else _constraint_on_every_point(F)
+
+
+def _dual_system(GG: np.ndarray, G_bias: np.ndarray, P: np.ndarray, d: np.ndarray,
+                 score_balance: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q, q)`` of the dual of the QP (20) over ``(alpha, mu)``: ``alpha`` the multipliers of
+    the working set's constraints (Gram matrix ``GG = G G^T``, right-hand sides ``d``), ``mu``
+    those of the balance rows ``P`` in force (16), which act on the bias coordinates
+    ``G_bias`` only (Zhao, Wang and Zhang 2008, (16) and (20))."""
+    n_alpha = GG.shape[0]
+    Q = np.empty((n_alpha + P.shape[0],) * 2)
+    Q[:n_alpha, :n_alpha] = GG
+    Q[:n_alpha, n_alpha:] = -(G_bias @ P.T)
+    Q[n_alpha:, :n_alpha] = Q[:n_alpha, n_alpha:].T
+    Q[n_alpha:, n_alpha:] = P @ P.T
+    return Q, np.concatenate([d, -np.full(P.shape[0], score_balance)])
+
+
+@dataclass(frozen=True)
+class _CCCPOptions:
+    """The constants of a :func:`solve_cpm3c` run (see there)."""
+
+    C: float
+    score_balance: float
+    epsilon: float
+    cccp_tol: float
+    max_cccp_iter: int
+
+
+class _CuttingPlaneRun:
+    """One run of :func:`solve_cpm3c`: the iterate ``W`` (the blocks ``(w_p, b_p)``, flattened)
+    and its scores ``F``, the working set ``Omega`` of (17) with its kept sums, the balance rows
+    in force, the last dual solution (the warm start of the next QP) and what the result counts.
+    :meth:`cutting_plane` is Algorithm 1, :meth:`cccp` Algorithm 2, :meth:`qp_step` one QP (20)
+    (Zhao, Wang and Zhang 2008)."""
+
+    def __init__(self, data: _Data, w0: np.ndarray, b0: np.ndarray, options: _CCCPOptions,
+                 start_labels: np.ndarray | None,
+                 on_iteration: Callable[[int, float, float], None] | None):
+        self.data, self.options, self.on_iteration = data, options, on_iteration
+        self.n_rows, n_features = w0.shape
+        self.width = n_features + 1
+        self.balance = BalanceRows(self.n_rows)
+        self.bias = np.arange(self.n_rows) * self.width + n_features  # the coordinates of b in W
+        self.W = np.hstack([w0, b0[:, None]]).ravel()
+        self.F = data.scores(w0, b0)
+        self.constraints = [_first_constraint(self.F, start_labels)]
+        self.sums = (_ConstraintSums(data, self.n_rows) if keeps_sums(data, self.n_rows)
+                     else None)
+        self.v: np.ndarray | None = None
+        self.history: list[float] = []
+        self.n_cccp = self.n_iter = 0
+
+    def slack(self, W: np.ndarray, F: np.ndarray, clamp: np.ndarray | None) -> float:
+        """``xi``: the largest slack the working set needs at ``(W, F)``, at least 0."""
+        return max(0.0, float(constraint_slacks(F, self.constraints, clamp, self.sums, W).max()))
+
+    def objective(self, W: np.ndarray, F: np.ndarray, clamp: np.ndarray | None) -> float:
+        """``1/2 ||W||^2 + C xi``, the objective of (17) over the working set."""
+        return 0.5 * float(W @ W) + self.options.C * self.slack(W, F, clamp)
+
+    def qp_step(self, F: np.ndarray, clamp: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """One QP (20) linearized at the labels of ``F`` (or ``clamp``): ``(W, F)`` after it.
+
+        The dual is solved again with the most violated balance row (16) added while the
+        solution breaks one (:class:`BalanceRows`); ``W = G^T alpha - P^T mu`` on the biases."""
+        G, d = linearized_constraints(self.data, F, self.constraints, self.n_rows, clamp,
+                                      self.sums)
+        n_alpha = len(self.constraints)
+        G_bias = G[:, self.bias]
+        GG = G @ G.T
+        self._warm_start(n_alpha)
+        while True:
+            P = self.balance.rows
+            Q, q = _dual_system(GG, G_bias, P, d, self.options.score_balance)
+            self.v = solve_cutting_plane_dual(Q, q, n_alpha, self.options.C, self.v)
+            alpha, mu = self.v[:n_alpha], self.v[n_alpha:]
+            if not self.balance.add_most_violated(G_bias.T @ alpha - P.T @ mu,
+                                                  self.options.score_balance):
+                break
+            self.v = np.append(self.v, 0.0)
+        self.n_cccp += 1
+        W_new = G.T @ alpha
+        W_new[self.bias] -= P.T @ mu
+        blocks = W_new.reshape(self.n_rows, self.width)
+        return W_new, self.data.scores(blocks[:, :-1], blocks[:, -1])
+
+    def _warm_start(self, n_alpha: int) -> None:
+        """The previous dual solution for a working set of ``n_alpha`` constraints: the old
+        alphas, a zero for the new constraint, the old balance multipliers."""
+        if self.v is not None:
+            n_old = self.v.size - self.balance.rows.shape[0]
+            self.v = np.concatenate([self.v[:n_old], np.zeros(n_alpha - n_old), self.v[n_old:]])
+
+    def cccp(self, labels_at: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, float]:
+        """Algorithm 2 on (17) for the current working set, from ``(W, F)``: QPs (20) until the
+        objective improves by less than ``cccp_tol`` (relative) or the labels ``labels_at(F)``
+        stop changing. Returns those labels and the objective."""
+        clamp = labels_at(self.F)
+        current = self.objective(self.W, self.F, clamp)
+        for _ in range(self.options.max_cccp_iter):
+            W_new, F_new = self.qp_step(self.F, clamp)
+            clamp_new = labels_at(F_new)
+            new = self.objective(W_new, F_new, clamp_new)
+            improved = current - new
+            # The linearization (18)-(20) depends on the scores only through the labels: when
+            # none changed, the next QP is this one again and CCCP has converged.
+            same_labels = np.array_equal(clamp, clamp_new)
+            self.W, self.F, clamp = W_new, F_new, clamp_new
+            current = new
+            if same_labels or improved < self.options.cccp_tol * max(current + improved, 1e-12):
+                break
+        return clamp, current
+
+    def cutting_plane(self, labels_at: Callable[[np.ndarray], np.ndarray],
+                      iterations: int) -> None:
+        """Algorithm 1 with the labels ``labels_at(F)`` (the argmax, or held ones; with held
+        labels the linearization never changes and each CCCP is one QP): CCCP on the working
+        set, then the most violated constraint (14) is added unless it is within ``epsilon``."""
+        for _ in range(iterations):
+            self.n_iter += 1
+            clamp, current = self.cccp(labels_at)
+            self.history.append(current)
+            candidate, violation = most_violated_constraint(self.F, clamp)
+            xi = self.slack(self.W, self.F, clamp)
+            if self.on_iteration is not None:
+                self.on_iteration(self.n_iter, current, violation - xi)
+            if violation <= xi + self.options.epsilon:
+                break
+            self.constraints.append(candidate)
+
+    def result(self) -> CuttingPlaneResult:
+        """The current iterate and the counts so far."""
+        blocks = self.W.reshape(self.n_rows, self.width)
+        return CuttingPlaneResult(blocks[:, :-1].copy(), blocks[:, -1].copy(), self.history[-1],
+                                  self.n_iter, self.n_cccp, len(self.constraints),
+                                  list(self.history))
+
+
 def solve_cpm3c(
     data: _Data,
     w0: np.ndarray,
@@ -641,7 +786,7 @@ def solve_cpm3c(
     max_iter: int,
     max_cccp_iter: int,
     start_labels: np.ndarray | None = None,
-    on_iteration=None,
+    on_iteration: Callable[[int, float, float], None] | None = None,
 ) -> CuttingPlaneResult:
     """Algorithm 1 (cutting plane over (11)/(17)) with Algorithm 2 (CCCP on (17) via (20)).
 
@@ -655,101 +800,15 @@ def solve_cpm3c(
     number of points: with many clusters that first step moves most labels away from a good
     start, and small clusters can vanish.
     """
-    n_rows, n_features = w0.shape
-    width = n_features + 1
-    balance = BalanceRows(n_rows)
-    bias = np.arange(n_rows) * width + n_features  # the coordinates of b in W
-    W = np.hstack([w0, b0[:, None]]).ravel()
-    F = data.scores(w0, b0)
-    first, _ = most_violated_constraint(F, start_labels)
-    if first.index.size == 0:
-        # Every margin is already >= 1 (identical points, or a start at exactly margin 1): the
-        # empty constraint makes W = 0 stationary, so start from the constraint on every point.
-        first = _constraint_on_every_point(F)
-    constraints = [first]
-    sums = _ConstraintSums(data, n_rows) if keeps_sums(data, n_rows) else None
-    v = None
-    history: list[float] = []
-    n_cccp = 0
-    n_iter = 0
-
-    def objective_at(W: np.ndarray, F: np.ndarray, clamp) -> float:
-        xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums, W).max()))
-        return 0.5 * float(W @ W) + C * xi
-
-    def qp_step(F: np.ndarray, clamp) -> tuple[np.ndarray, np.ndarray]:
-        """One QP (20) linearized at the labels of ``F`` (or ``clamp``): ``(W, F)`` after it."""
-        nonlocal v, n_cccp
-        G, d = linearized_constraints(data, F, constraints, n_rows, clamp, sums)
-        n_alpha = len(constraints)
-        G_bias = G[:, bias]
-        GG = G @ G.T
-        if v is not None:  # warm start: old alphas, a zero for the new constraint, old mus
-            n_old = v.size - balance.rows.shape[0]
-            v = np.concatenate([v[:n_old], np.zeros(n_alpha - n_old), v[n_old:]])
-        while True:
-            P = balance.rows
-            Q = np.empty((n_alpha + P.shape[0],) * 2)
-            Q[:n_alpha, :n_alpha] = GG
-            Q[:n_alpha, n_alpha:] = -(G_bias @ P.T)
-            Q[n_alpha:, :n_alpha] = Q[:n_alpha, n_alpha:].T
-            Q[n_alpha:, n_alpha:] = P @ P.T
-            q = np.concatenate([d, -np.full(P.shape[0], score_balance)])
-            v = solve_cutting_plane_dual(Q, q, n_alpha, C, v)
-            alpha, mu = v[:n_alpha], v[n_alpha:]
-            if not balance.add_most_violated(G_bias.T @ alpha - P.T @ mu, score_balance):
-                break
-            v = np.append(v, 0.0)
-        n_cccp += 1
-        W_new = G.T @ alpha
-        W_new[bias] -= P.T @ mu
-        blocks = W_new.reshape(n_rows, width)
-        return W_new, data.scores(blocks[:, :-1], blocks[:, -1])
-
-    def cutting_plane(W: np.ndarray, F: np.ndarray, labels_at, iterations: int):
-        """Algorithms 1-2 with the labels ``labels_at(F)`` (the argmax, or held ones)."""
-        nonlocal n_iter
-        for _ in range(iterations):
-            n_iter += 1
-            # Algorithm 2: CCCP on (17) for the current working set (with held labels the
-            # linearization never changes: one QP).
-            clamp = labels_at(F)
-            current = objective_at(W, F, clamp)
-            for _ in range(max_cccp_iter):
-                W_new, F_new = qp_step(F, clamp)
-                clamp_new = labels_at(F_new)
-                new = objective_at(W_new, F_new, clamp_new)
-                improved = current - new
-                # The linearization (18)-(20) depends on the scores only through the labels:
-                # when none changed, the next QP is this one again and CCCP has converged.
-                same_labels = np.array_equal(clamp, clamp_new)
-                W, F, clamp = W_new, F_new, clamp_new
-                current = new
-                if same_labels or improved < cccp_tol * max(current + improved, 1e-12):
-                    break
-            history.append(current)
-            # Algorithm 1: add the most violated constraint (14) unless it is within epsilon.
-            candidate, violation = most_violated_constraint(F, clamp)
-            xi = max(0.0, float(constraint_slacks(F, constraints, clamp, sums, W).max()))
-            if on_iteration is not None:
-                on_iteration(n_iter, current, violation - xi)
-            if violation <= xi + epsilon:
-                break
-            constraints.append(candidate)
-        return W, F
-
-    def result() -> CuttingPlaneResult:
-        blocks = W.reshape(n_rows, width)
-        return CuttingPlaneResult(blocks[:, :-1].copy(), blocks[:, -1].copy(), history[-1],
-                                  n_iter, n_cccp, len(constraints), list(history))
-
+    options = _CCCPOptions(C, score_balance, epsilon, cccp_tol, max_cccp_iter)
+    run = _CuttingPlaneRun(data, w0, b0, options, start_labels, on_iteration)
     held = None
     if start_labels is not None:
-        W, F = cutting_plane(W, F, lambda F: start_labels, max_iter)
-        held = result()
+        run.cutting_plane(lambda F: start_labels, max_iter)
+        held = run.result()
     # The argmax labels as the "clamp": the same linearization as reading them off F.
-    W, F = cutting_plane(W, F, labels_from_scores, max(max_iter - n_iter, 1))
-    final = result()
+    run.cutting_plane(labels_from_scores, max(max_iter - run.n_iter, 1))
+    final = run.result()
     final.held = held
     return final
 
