@@ -80,6 +80,7 @@ from algorithms.params.cpm3c import WIDE_LOCAL_SCALING
 from algorithms.params.cpm3c import (
     CPM3CParams as CPM3CParams,
 )
+from algorithms.pca import PrincipalComponents
 from algorithms.progress import ProgressCallback, report
 from algorithms.selection.candidates import (
     kmeans_partitions,
@@ -933,29 +934,6 @@ def initial_weights(
     median = float(np.median(margin))
     scale = 1.0 / median if median > 0 else 1.0
     return w * scale, b * scale
-
-
-@dataclass
-class PrincipalComponents:
-    """Top principal directions of coordinates ``Z``: ``(Z - mean) @ components.T``.
-
-    Applied to the kernel coordinates (Nystrom map) this is kernel PCA truncated to the leading
-    components (the paper's section 2.1): with every point a landmark, the Nystrom coordinates
-    reproduce the kernel matrix exactly and their principal components are the kernel-PCA
-    coordinates.
-    """
-
-    mean: np.ndarray
-    components: np.ndarray  # (n_kept, n_coordinates)
-
-    @classmethod
-    def fit(cls, Z: np.ndarray, n_components: int) -> PrincipalComponents:
-        mean = Z.mean(axis=0)
-        _, _, vt = np.linalg.svd(Z - mean[None, :], full_matrices=False)
-        return cls(mean, vt[:n_components].copy())
-
-    def transform(self, Z: np.ndarray) -> np.ndarray:
-        return (Z - self.mean[None, :]) @ self.components.T
 
 
 def _gamma(X, params: CPM3CParams, rng: np.random.RandomState) -> float:

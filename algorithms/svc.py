@@ -87,6 +87,7 @@ from algorithms.params.svc import (
 from algorithms.params.svc import (
     soft_margin_problem as soft_margin_problem,
 )
+from algorithms.pca import principal_directions
 from algorithms.progress import ProgressCallback, report
 from algorithms.sampling import fit_sample
 
@@ -633,16 +634,6 @@ def fit_svc(X, gamma, p, labeling, n_neighbors, n_points, tol, cache_size, rows=
     sphere = solve_enclosing_sphere(X, gamma, p, tol, cache_size, rows)
     return _Fit(gamma, p, sphere,
                 label_points(sphere, X, labeling, n_neighbors, n_points, rows))
-
-
-def principal_directions(X: np.ndarray, n_components: int) -> np.ndarray:
-    """The leading ``n_components`` principal directions of centred ``X`` (rows of unit length,
-    signs fixed so the largest entry of each is positive: the same projection on every fit)."""
-    _, _, Vt = np.linalg.svd(X, full_matrices=False)
-    directions = Vt[:n_components]
-    signs = np.sign(directions[np.arange(directions.shape[0]),
-                               np.argmax(np.abs(directions), axis=1)])
-    return directions * signs[:, None]
 
 
 def keep_largest_clusters(fit: _Fit, X: np.ndarray, n_keep: int) -> _Fit:
