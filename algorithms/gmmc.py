@@ -22,6 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from algorithms.augmented_lagrangian import PenaltyPolicy
 from algorithms.base import MMCEstimatorMixin
 from algorithms.conic import (
     ConicSolver,
@@ -249,6 +250,8 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
     y = np.zeros(n) if gamma0 is None else np.clip(gamma0, 0.0, C_delta).copy()
     scale_S = max(float(np.trace(S)) / n, 1e-12)
     mu = 10.0 * scale_S
+    mu_max = 1e5 * scale_S
+    policy = PenaltyPolicy(inner_floor=1e-3 * tol)
 
     def unpack(x):
         return x[: n * r].reshape(n, r), x[n * r:]
@@ -270,7 +273,7 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         # Inexact inner solves: the gradient tolerance follows the outer residual.
-        inner_tol = scale_S * max(1e-3 * tol, min(1e-3, 0.1 * residual_old))
+        inner_tol = scale_S * policy.inner_tolerance(residual_old)
         result = minimize(lagrangian, x, jac=True, method="L-BFGS-B",
                           options={"maxiter": inner_max_iter, "gtol": inner_tol, "ftol": 1e-15})
         x = result.x
@@ -292,10 +295,8 @@ def _solve_at_rank(S, *, C_e, C_delta, r, tol, max_iter, inner_max_iter, V0, gam
             on_iteration(n_iter, dual, residual, gap)
         if residual < tol and gap < tol:
             break
-        # Raise the penalty only while the constraints lag: a large mu makes the inner problem
-        # (quartic in V) ill-conditioned for L-BFGS without helping the duality gap.
-        if residual > tol and residual > 0.25 * residual_old:
-            mu = min(4.0 * mu, 1e5 * scale_S)
+        if policy.lags(residual, residual_old, tol):
+            mu = policy.grown(mu, mu_max)
         residual_old = residual
     messages = []
     status = "optimal"

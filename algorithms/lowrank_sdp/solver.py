@@ -64,6 +64,7 @@ from scipy import linalg
 from scipy.optimize import OptimizeResult, minimize
 from sklearn.utils import check_random_state
 
+from algorithms.augmented_lagrangian import PenaltyPolicy
 from algorithms.conic import SDPSolverError
 from algorithms.lowrank_sdp.constraints import Constraints
 from algorithms.threads import small_problem_threads
@@ -286,6 +287,9 @@ def _stop_on_creep(budget: int, tol: float) -> Callable[[OptimizeResult], None]:
     return callback
 
 
+# The inner tolerance (divided by N) and the penalty's growth, as in GMMC's solver.
+PENALTY_POLICY = PenaltyPolicy(inner_floor=1e-9)
+
 # What a step of an outer iteration tells the loop of _AugmentedLagrangian.run: end the solve,
 # or go on to the next iteration at once (leaving the penalty and infeas_old as they are).
 _STOP, _NEXT = "stop", "next"
@@ -387,7 +391,7 @@ class _AugmentedLagrangian:
         """One outer iteration: the inner problem from ``V``, the multiplier step, and where
         the iterate is feasible within ``tol`` its certificate (:meth:`_on_feasible`); the
         penalty grows while the infeasibility falls by less than 4 times."""
-        inner_tol = max(1e-9, min(1e-3, 0.1 * self.infeas_old)) / max(self.N, 1)
+        inner_tol = PENALTY_POLICY.inner_tolerance(self.infeas_old) / max(self.N, 1)
         budget = (self.inner_max_iter if len(self.settled) < REFINE_AFTER
                   else min(self.inner_max_iter, self.refine_max_iter))
         f_previous = self.f
@@ -399,7 +403,7 @@ class _AugmentedLagrangian:
             outcome = self._on_feasible(f_previous, g)
             if outcome is not None:
                 return outcome
-        if self.infeas > self.tol and self.infeas > 0.25 * self.infeas_old:
+        if PENALTY_POLICY.lags(self.infeas, self.infeas_old, self.tol):
             self._grow_penalty()
         self.infeas_old = self.infeas
         return None
@@ -432,7 +436,7 @@ class _AugmentedLagrangian:
         return g
 
     def _grow_penalty(self) -> None:
-        self.mu = min(4.0 * self.mu, self.mu_max)
+        self.mu = PENALTY_POLICY.grown(self.mu, self.mu_max)
 
     def _on_feasible(self, f_previous: float, g: np.ndarray) -> str | None:
         """Certify a feasible iterate (after :func:`_restore_feasibility` where it violates an
