@@ -231,13 +231,17 @@ def solve_lowrank_sdp(
     """
     start = time.perf_counter()
     with small_problem_threads():
-        result = _AugmentedLagrangian(
-            objective, constraints, N, trace_bound=trace_bound, rank=rank, tol=tol,
-            max_iter=max_iter, inner_max_iter=inner_max_iter,
+        program = _Program(
+            objective, constraints, N, trace_bound=trace_bound, offset=offset,
+            rows=np.zeros(0, dtype=np.int64) if unit_rows is None else np.asarray(unit_rows),
+            nonnegative=nonnegative)
+        options = _SolverOptions(
+            tol=tol, max_iter=max_iter, inner_max_iter=inner_max_iter,
             refine_max_iter=REFINE_MAX_ITER if refine_max_iter is None else refine_max_iter,
-            columns_on_stall=columns_on_stall, max_rank_increases=max_rank_increases,
-            offset=offset, V0=V0, y0=y0, random_state=random_state, on_iteration=on_iteration,
-            unit_rows=unit_rows, nonnegative=nonnegative).run()
+            columns_on_stall=columns_on_stall, max_rank_increases=max_rank_increases)
+        V = _initial_factor(N, rank, V0, random_state)
+        y = np.zeros(constraints.m) if y0 is None or y0.shape != (constraints.m,) else y0.copy()
+        result = _AugmentedLagrangian(program, options, V, y, on_iteration).run()
     result.seconds = time.perf_counter() - start
     return result
 
@@ -295,39 +299,67 @@ PENALTY_POLICY = PenaltyPolicy(inner_floor=1e-9)
 _STOP, _NEXT = "stop", "next"
 
 
+@dataclass(frozen=True)
+class _Program:
+    """The program of a :func:`solve_lowrank_sdp` run: ``min f(V V^T) + offset`` under the
+    constraints, with ``trace(Z) <= trace_bound`` on the feasible set, the unit ``rows`` kept by
+    the parametrisation ``v_i = w_i / ||w_i||`` and, with ``nonnegative``, ``V >= 0``."""
+
+    objective: Objective
+    cons: Constraints
+    N: int
+    trace_bound: float
+    offset: float
+    rows: np.ndarray
+    nonnegative: bool
+
+
+@dataclass(frozen=True)
+class _SolverOptions:
+    """The limits and rules of the augmented Lagrangian of :func:`solve_lowrank_sdp` (see
+    there): ``tol`` of the certificate and the infeasibility, outer and inner iterations, the
+    inner iterations once the multipliers are refined, and when and how often the factor may
+    take a column."""
+
+    tol: float
+    max_iter: int
+    inner_max_iter: int
+    refine_max_iter: int
+    columns_on_stall: bool
+    max_rank_increases: int
+
+
+def _initial_factor(N: int, rank: int, V0: np.ndarray | None, random_state) -> np.ndarray:
+    """``V0`` where it has ``N`` rows (a warm start), else a random ``N x min(rank, N)`` factor
+    with rows of about unit norm."""
+    rng = check_random_state(random_state)
+    r = min(rank, N)
+    if V0 is not None and V0.shape[0] == N:
+        return V0.copy()
+    return rng.standard_normal((N, r)) / np.sqrt(r)
+
+
 class _AugmentedLagrangian:
     """One run of :func:`solve_lowrank_sdp`: the factor ``V`` (``Z = V V^T``), the multipliers
     ``y`` and the penalty ``mu`` of the augmented Lagrangian (Rockafellar's form for the
     inequalities), and what the stopping rules count, with a method for each step of an outer
-    iteration (:meth:`run`). The parameters are those of :func:`solve_lowrank_sdp`;
-    ``unit_rows`` are kept by the parametrisation ``v_i = w_i / ||w_i||`` (:meth:`normalise`)."""
+    iteration (:meth:`run`). ``program`` is what is solved, ``options`` how; ``V`` and ``y``
+    are the start. The program's unit rows are kept by the parametrisation
+    ``v_i = w_i / ||w_i||`` (:meth:`normalise`)."""
 
-    def __init__(self, objective: Objective, cons: Constraints, N: int, *, trace_bound: float,
-                 rank: int, tol: float, max_iter: int, inner_max_iter: int,
-                 refine_max_iter: int, columns_on_stall: bool, max_rank_increases: int,
-                 offset: float, V0: np.ndarray | None, y0: np.ndarray | None, random_state,
-                 on_iteration: Callable[[int, float, float], None] | None,
-                 unit_rows: np.ndarray | None, nonnegative: bool):
-        self.objective, self.cons, self.N = objective, cons, N
-        self.trace_bound, self.tol, self.offset = trace_bound, tol, offset
-        self.max_iter, self.inner_max_iter = max_iter, inner_max_iter
-        self.refine_max_iter, self.columns_on_stall = refine_max_iter, columns_on_stall
-        self.max_rank_increases, self.on_iteration = max_rank_increases, on_iteration
-        self.nonnegative = nonnegative
-        rng = check_random_state(random_state)
-        r = min(rank, N)
-        if V0 is not None and V0.shape[0] == N:
-            V = V0.copy()
-        else:
-            V = rng.standard_normal((N, r)) / np.sqrt(r)
-        self.y = np.zeros(cons.m) if y0 is None or y0.shape != (cons.m,) else y0.copy()
+    def __init__(self, program: _Program, options: _SolverOptions, V: np.ndarray, y: np.ndarray,
+                 on_iteration: Callable[[int, float, float], None] | None):
+        self.objective, self.cons, self.N = program.objective, program.cons, program.N
+        self.trace_bound, self.offset = program.trace_bound, program.offset
+        self.rows, self.nonnegative = program.rows, program.nonnegative
+        self.options, self.tol, self.on_iteration = options, options.tol, on_iteration
+        self.y = y
         self.n_evals = 0
-        self.rows = np.zeros(0, dtype=np.int64) if unit_rows is None else np.asarray(unit_rows)
         self.V = self.normalise(V)[0]
-        self.f, _ = objective(self.V)
-        self.f_scale = max(abs(self.f + offset), 1e-8)
+        self.f, _ = self.objective(self.V)
+        self.f_scale = max(abs(self.f + self.offset), 1e-8)
         # The penalty of the order of the objective at the start.
-        self.mu = self.f_scale / max(cons.m, 1)
+        self.mu = self.f_scale / max(self.cons.m, 1)
         self.mu_max = 1e8 * self.mu
         self.compiled = self._compiled_inner()
         self.messages: list[str] = []
@@ -381,7 +413,7 @@ class _AugmentedLagrangian:
     def run(self) -> LowRankSDPResult:
         """Outer iterations until the certificate closes, the objective stalls, or
         ``max_iter``; then the result, certified at its last iterate."""
-        for n_iter in range(1, self.max_iter + 1):
+        for n_iter in range(1, self.options.max_iter + 1):
             self.n_iter = n_iter
             if self._iterate() == _STOP:
                 break
@@ -392,8 +424,8 @@ class _AugmentedLagrangian:
         the iterate is feasible within ``tol`` its certificate (:meth:`_on_feasible`); the
         penalty grows while the infeasibility falls by less than 4 times."""
         inner_tol = PENALTY_POLICY.inner_tolerance(self.infeas_old) / max(self.N, 1)
-        budget = (self.inner_max_iter if len(self.settled) < REFINE_AFTER
-                  else min(self.inner_max_iter, self.refine_max_iter))
+        budget = (self.options.inner_max_iter if len(self.settled) < REFINE_AFTER
+                  else min(self.options.inner_max_iter, self.options.refine_max_iter))
         f_previous = self.f
         self._minimise(budget, inner_tol)
         g = self._update_multipliers()
@@ -492,7 +524,7 @@ class _AugmentedLagrangian:
                 and self.objective.sharpen(bias_share / tol)):
             self.settled.clear()
             return _NEXT
-        can_widen = self.increases < self.max_rank_increases and self.V.shape[1] < self.N
+        can_widen = self.increases < self.options.max_rank_increases and self.V.shape[1] < self.N
         if self.min_eig < -tol and can_widen and (thorough or not self.nonnegative):
             # Rank too small: the eigenvector of the negative eigenvalue is a descent
             # direction for f + <y, A(.)> (Burer-Monteiro escape); add it as a column.
@@ -507,7 +539,7 @@ class _AugmentedLagrangian:
     def _on_stall(self, cert: _Certificate, can_widen: bool) -> str:
         """The objective has settled while the gap stays open: widen the factor where the gap
         is mostly ``lambda_min``'s term (with ``columns_on_stall``), else stop with a note."""
-        if (self.columns_on_stall and cert.eigen_share >= 0.5 * self.gap and can_widen
+        if (self.options.columns_on_stall and cert.eigen_share >= 0.5 * self.gap and can_widen
                 and not self.nonnegative):
             # Settled with the gap mostly lambda_min's term: a saddle of the rank-r
             # factorisation; its eigenvector is the way out (as in _refine).
