@@ -101,10 +101,12 @@ class MMCEstimatorMixin:
         """The thesis's ``beta = 1 / C`` (Xu 2007, (2.47)), of the parameters being fitted."""
         return 1.0 / self._params.C
 
-    # Fitted attributes reported with a job's result when present (the result's algorithm extras).
+    # Fitted attributes reported with a job's result when the fit set them (the result's
+    # algorithm extras). A deprecated alias is a property, not an instance attribute, and is
+    # not reported.
     _result_attributes: ClassVar[tuple[str, ...]] = (
         "n_clusters_", "n_clusters_strengths_", "n_clusters_clear_", "objective_", "n_iter_",
-        "gamma_", "solver_", "n_fit_samples_", "n_support_",
+        "gamma_", "solver_", "exact_", "n_fit_samples_", "n_support_",
         "objective_history_", "kernel_weights_", "outlier_scores_", "outliers_", "warnings_",
         "candidate_", "candidate_scores_",
     )
@@ -115,9 +117,10 @@ class MMCEstimatorMixin:
         Subclasses add names to ``_result_attributes``; arrays become lists.
         """
         extras = {}
+        fitted = vars(self)
         for name in self._result_attributes:
-            if hasattr(self, name):
-                value = getattr(self, name)
+            if name in fitted:
+                value = fitted[name]
                 extras[name.rstrip("_")] = jsonable(
                     value.tolist() if isinstance(value, np.ndarray) else value
                 )

@@ -63,7 +63,7 @@ from algorithms.params.itersvr import (
 )
 from algorithms.progress import ProgressCallback, report
 from algorithms.rounding import balance_limit
-from algorithms.sampling import fit_sample
+from algorithms.sampling import SampledFitAttributes, fit_sample, sampling_mode
 from algorithms.selection.bisection import (
     Node,
     guided_split,
@@ -369,7 +369,7 @@ def _path_margins(node_values: np.ndarray, nodes: list[dict[str, Any]], n_cluste
 PAPER_SETTING = {"gamma": "paper", "init": "k-means", "portfolio": False}
 
 
-class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
+class IterSVR(SampledFitAttributes, MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     """Maximum margin clustering by iterative SVR with the Laplacian loss (iterSVR).
 
     Parameters
@@ -441,10 +441,14 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Total SVR iterations of the kept runs.
     gamma_ : float
         The RBF width used.
-    solver_ : str
-        "exact" or "sample".
+    exact_ : bool
+        Whether the clustering was computed on every point (at most ``exact_max_n`` points, or
+        ``exact_max_n=None``); False when it was computed on a sample of ``exact_max_n``.
+
+        .. versionadded:: 0.2 Replaces ``solver_`` (``"exact"``, ``"sample"``), which still
+           answers with a ``DeprecationWarning`` until the next release.
     n_fit_samples_ : int
-        Points the clustering was computed on (``exact_max_n`` for "sample", else n).
+        Points the clustering was computed on (``exact_max_n`` for a sample, else n).
     tree_ : list of dict
         Bisection tree: internal nodes hold the index of their SVM, leaves their cluster.
     classifiers_ : list of KernelExpansionClassifier
@@ -539,7 +543,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         rng = check_random_state(self._params.random_state)
         sample = fit_sample(X.shape[0], self._params.exact_max_n, rng)
         X_all, X = X, (X if sample is None else X[sample])
-        self.solver_ = "exact" if sample is None else "sample"
+        self.exact_ = sample is None
         self.n_fit_samples_ = X.shape[0]
         rbf = self._params.kernel == "rbf"
         self.gamma_ = (resolve_gamma(X, self._params.gamma, self._params.width_factor,
@@ -629,7 +633,9 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):
         state: dict[str, Any] = {
-            "gamma_": self.gamma_, "solver_": self.solver_, "objective_": self.objective_,
+            "gamma_": self.gamma_, "exact_": self.exact_,
+            # For readers of the previous release's models.
+            "solver_": sampling_mode(self.exact_), "objective_": self.objective_,
             "n_iter_": self.n_iter_, "n_fit_samples_": self.n_fit_samples_, "tree_": self.tree_,
             "svms": [],
         }
@@ -642,7 +648,7 @@ class IterSVR(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
 
     def _import_state(self, state, arrays):
         self.gamma_ = float(state["gamma_"])
-        self.solver_ = state["solver_"]
+        self.exact_ = bool(state["exact_"]) if "exact_" in state else state["solver_"] == "exact"
         self.objective_ = float(state["objective_"])
         self.n_iter_ = int(state["n_iter_"])
         self.labels_ = arrays["labels_"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import numpy as np
 
 
@@ -84,3 +87,42 @@ def _cell_shares(counts: np.ndarray, size: int) -> np.ndarray:
     else:  # one fewer from each of the largest cells
         take[np.argsort(-take, kind="stable")[:take.sum() - size]] -= 1
     return take
+
+
+def sampling_mode(exact: bool) -> str:
+    """The sampling mode that ``solver_`` reported before ``exact_``: ``"exact"`` or
+    ``"sample"``."""
+    return "exact" if exact else "sample"
+
+
+class SampledFitAttributes:
+    """The deprecated ``solver_`` of an estimator whose fit sets ``exact_`` (IterSVR, SVC).
+
+    ``solver_`` said ``"exact"`` or ``"sample"``, the sampling mode that those estimators' old
+    ``solver`` parameter chose; ``exact_max_n`` replaced that parameter, and ``exact_`` (True when
+    every point was fitted) the attribute. Until the next release ``solver_`` still answers, with
+    a ``DeprecationWarning``, and a job's result extras keep their ``solver`` entry beside
+    ``exact``. Comes before :class:`~algorithms.base.MMCEstimatorMixin` in the bases.
+    """
+
+    exact_: bool
+
+    @property
+    def solver_(self) -> str:
+        """``"exact"`` if ``exact_`` else ``"sample"``.
+
+        .. deprecated:: 0.2 Use ``exact_``; ``solver_`` goes in the next release.
+        """
+        mode = sampling_mode(self.exact_)  # AttributeError before a fit, as for exact_ itself
+        warnings.warn("solver_ is deprecated: exact_ says whether every point was fitted "
+                      "(solver_ == 'exact'); solver_ goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return mode
+
+    def result_extras(self) -> dict[str, Any]:
+        """The extras of :meth:`~algorithms.base.MMCEstimatorMixin.result_extras`, with the
+        ``solver`` entry of the previous release beside ``exact``."""
+        extras = super().result_extras()  # type: ignore[misc]
+        if "exact" in extras:
+            extras["solver"] = sampling_mode(extras["exact"])
+        return extras

@@ -89,7 +89,7 @@ from algorithms.params.svc import (
 )
 from algorithms.pca import principal_directions
 from algorithms.progress import ProgressCallback, report
-from algorithms.sampling import fit_sample
+from algorithms.sampling import SampledFitAttributes, fit_sample
 
 # Kernel entries evaluated per batch of segment points: bounds the memory of a batch.
 _BATCH_ENTRIES = 1 << 22
@@ -807,7 +807,8 @@ def _bisect(solve, q_low: float, q_high: float, p: float, n_clusters: int, budge
 # ---------------------------------------------------------------------------------------------
 
 
-class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
+class SupportVectorClustering(SampledFitAttributes, MMCEstimatorMixin, ClusterMixin,
+                              BaseEstimator):
     """Support vector clustering (SVC): clusters are the connected pieces of the sphere's contour.
 
     Parameters
@@ -906,7 +907,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
     n_bounded_ : int
         Number of bounded SVs (the paper's ``n_bsv``).
     outliers_ : ndarray
-        The points outside the sphere: ``bounded_``, and with a sample (``solver_ == "sample"``)
+        The points outside the sphere: ``bounded_``, and with a sample (``exact_`` False)
         every point outside.
     support_vectors_ : ndarray of shape (n_sv + n_bsv, n_features)
         Every point with ``beta > 0`` (the sphere's centre (4) is their combination), minus
@@ -926,10 +927,14 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         For ``gamma="schedule"``: ``q``, ``p``, clusters, singletons and SV counts at each step.
     warnings_ : list of str
         Schedule problems (the wanted number of clusters was not reached exactly).
-    solver_ : str
-        "exact" or "sample".
+    exact_ : bool
+        Whether the sphere was fitted on every point (at most ``exact_max_n`` points, or
+        ``exact_max_n=None``); False when it was fitted on a sample of ``exact_max_n``.
+
+        .. versionadded:: 0.2 Replaces ``solver_`` (``"exact"``, ``"sample"``), which still
+           answers with a ``DeprecationWarning`` until the next release.
     n_fit_samples_ : int
-        Points the sphere was fitted on (``exact_max_n`` for "sample", else n).
+        Points the sphere was fitted on (``exact_max_n`` for a sample, else n).
 
     References
     ----------
@@ -1022,7 +1027,7 @@ class SupportVectorClustering(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         p = self._start_p(X.shape[0])
         sample = fit_sample(X.shape[0], self._params.exact_max_n,
                             check_random_state(self._params.random_state))
-        self.solver_ = "exact" if sample is None else "sample"
+        self.exact_ = sample is None
         if sample is not None:
             X = X[sample]
         self.n_fit_samples_ = X.shape[0]

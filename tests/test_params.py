@@ -220,6 +220,35 @@ def test_a_model_stored_with_old_names_loads_without_warnings():
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
+@pytest.mark.parametrize("name", ["itersvr", "svc"])
+def test_the_old_solver_attribute_answers_as_exact_does_with_a_deprecation_warning(name):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    estimator = get_spec(name).estimator
+    sampled = estimator(n_clusters=2, exact_max_n=20, random_state=0).fit(X)
+    exact = estimator(n_clusters=2, exact_max_n=None, random_state=0).fit(X)
+    assert (sampled.exact_, exact.exact_) == (False, True)
+    with pytest.warns(DeprecationWarning, match="exact_"):
+        assert (sampled.solver_, exact.solver_) == ("sample", "exact")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        extras = sampled.result_extras()
+    assert extras["exact"] is False and extras["solver"] == "sample"
+
+
+def test_an_itersvr_model_stored_with_solver_loads_with_exact():
+    from sklearn.datasets import make_blobs
+
+    from algorithms.itersvr import IterSVR
+
+    X, _ = make_blobs(n_samples=40, centers=2, random_state=0)
+    meta, arrays = IterSVR(exact_max_n=20, random_state=0).fit(X).to_model()
+    assert IterSVR.from_model(meta, arrays).exact_ is False
+    old_meta = {**meta, "state": {k: v for k, v in meta["state"].items() if k != "exact_"}}
+    assert IterSVR.from_model(old_meta, arrays).exact_ is False
+
+
 def test_the_api_accepts_old_names_and_records_the_new_ones(service_url):
     import httpx
 

@@ -439,7 +439,7 @@ def test_large_n_path_fits_a_sample_and_labels_every_point_by_predict():
     # on its moon, where k-means cuts both.
     X, y = make_moons(1200, noise=0.05, random_state=0)
     model = SupportVectorClustering(2, exact_max_n=300, random_state=0).fit(X)
-    assert model.solver_ == "sample" and model.n_fit_samples_ == 300
+    assert not model.exact_ and model.n_fit_samples_ == 300
     assert model.labels_.shape == (1200,)
     np.testing.assert_array_equal(model.labels_, model.predict(X))
     assert adjusted_rand_score(y, model.labels_) >= 0.95
@@ -451,7 +451,7 @@ def test_large_n_path_fits_a_sample_and_labels_every_point_by_predict():
                                np.sort(free, axis=0))
     again = SupportVectorClustering(2, exact_max_n=300, random_state=0).fit(X)
     np.testing.assert_array_equal(again.labels_, model.labels_)
-    assert SupportVectorClustering(2, exact_max_n=None).fit(X[:200]).solver_ == "exact"
+    assert SupportVectorClustering(2, exact_max_n=None).fit(X[:200]).exact_
 
 
 def test_sampled_outliers_are_every_point_outside_the_sphere():
