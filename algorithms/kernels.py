@@ -319,9 +319,6 @@ def pivoted_cholesky(W: np.ndarray, relative_tol: float) -> tuple[np.ndarray, np
 # Rows of X mapped at once by NystromMap: a kernel block of this many rows by a few hundred
 # landmarks (about 40 MB at 300), however many rows there are.
 NYSTROM_CHUNK_ROWS = 16_384
-# Below this exponent exp() is subnormal (under 2.2e-308) or 0, and libm's exp takes a slow path
-# there (tens of times slower): such kernel entries are taken as 0, a difference below 2.2e-308.
-EXP_UNDERFLOW = -708.0
 # Up to this many features an RBF kernel block is filled from the row differences by a compiled
 # loop (:mod:`algorithms.kernels_compiled`), about twice as fast at 16; by 64 features the
 # expansion's matrix product is as fast.

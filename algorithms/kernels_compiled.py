@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from algorithms.kernels import EXP_UNDERFLOW
+# Below this exponent exp() is subnormal (under 2.2e-308) or 0, and libm's exp takes a slow path
+# there (tens of times slower): such kernel entries are taken as 0, a difference below 2.2e-308.
+EXP_UNDERFLOW = -708.0
 
 
 @njit(cache=True, nogil=True)
