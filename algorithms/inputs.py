@@ -1,17 +1,20 @@
 """Input checks every fit makes, and the portable array format of stored models.
 
-Light on purpose (numpy and scipy.sparse only): the API checks a request's data with these
-before a job is queued, without importing an estimator.
+Light on purpose (numpy only; scipy.sparse where the data is sparse): the API checks a request's
+data with these before a job is queued, without importing an estimator.
 """
 
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 # ---------------------------------------------------------------------------------------------
 # Input validation
@@ -36,13 +39,21 @@ def _check_magnitude(values: np.ndarray, name: str) -> None:
         )
 
 
+def is_sparse(X: Any) -> bool:
+    """Whether ``X`` is a scipy sparse matrix or array, without importing scipy.sparse: until
+    something has imported it, nothing can be one (the API, which never builds one, and a
+    worker then start without it)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(X)
+
+
 def as_float_matrix(X: Any, *, name: str = "X", accept_sparse: bool = False) -> np.ndarray:
     """Convert ``X`` to a finite 2-D float64 array (or CSR) of magnitude at most
     ``MAX_ABS_VALUE``, with errors that say what to fix."""
-    if sp.issparse(X):
+    if is_sparse(X):
         if not accept_sparse:
             raise ValueError(f"{name} is a sparse matrix; this algorithm needs a dense array")
-        X = sp.csr_matrix(X, dtype=np.float64)
+        X = sys.modules["scipy.sparse"].csr_matrix(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D")
         if not np.all(np.isfinite(X.data)):
@@ -103,7 +114,7 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
             f"n_samples={n_samples} is fewer than n_clusters={n_clusters}: "
             "clustering needs at least as many points as clusters (and at least 2)"
         )
-    spread = (X.max(axis=0) - X.min(axis=0)).toarray() if sp.issparse(X) else np.ptp(X, axis=0)
+    spread = (X.max(axis=0) - X.min(axis=0)).toarray() if is_sparse(X) else np.ptp(X, axis=0)
     if not np.any(spread > 0):
         raise ValueError("all points in X are identical: there is nothing to cluster")
     if spread.max() < MIN_SPREAD:
@@ -111,7 +122,7 @@ def check_clustering_input(X: np.ndarray | sp.spmatrix, n_clusters: int) -> None
             f"X spans at most {spread.max():.3g} in every feature, below {MIN_SPREAD:.0e}: its "
             "squared distances underflow; rescale X (for example, standardize it)"
         )
-    if not sp.issparse(X) and n_clusters > 2:
+    if not is_sparse(X) and n_clusters > 2:
         # Identical points belong together: with fewer distinct points than clusters some
         # cluster would cut a set of identical points (a bisection leaf of one repeated point
         # has no kernel to split by). Distinct values of a random projection never exceed the

@@ -22,8 +22,8 @@ def test_queue_names_are_the_registrys():
 
 def test_the_api_imports_no_estimator_until_one_is_needed():
     # The API validates, queues and describes jobs from the params models alone; an estimator
-    # module (and scikit-learn, cvxpy, numba behind it) loads on the first predict.
-    heavy = ["sklearn", "cvxpy", "numba", "algorithms.base",
+    # module (and scikit-learn, cvxpy, numba, scipy behind it) loads on the first predict.
+    heavy = ["sklearn", "cvxpy", "numba", "scipy", "algorithms.base",
              *(spec.estimator_path.rpartition(".")[0] for spec in REGISTRY.values())]
     code = ("import sys, service.app; service.app.create_app(); "
             f"print([m for m in {heavy!r} if m in sys.modules])")
