@@ -1,5 +1,8 @@
 """``mmc serve``: an embedded Redis, workers on every queue and the API, supervised as child
-processes of this one (:mod:`mmc.supervisor`)."""
+processes of this one (:mod:`mmc.supervisor`).
+
+RQ and the settings are imported where a child's death or the shutdown needs them, not before
+Redis starts: every start would wait for them."""
 
 from __future__ import annotations
 
@@ -9,10 +12,8 @@ import sys
 from pathlib import Path
 
 from redis import Redis
-from rq import Worker
 
-from core.queues import QUEUE_NAMES, SERIALIZER
-from core.settings import Settings
+from core.queues import QUEUE_NAMES
 from mmc import processes
 from mmc.supervisor import Child, GaveUpError, Supervisor, say
 
@@ -84,6 +85,10 @@ def worker_child(queue: str, index: int, env: dict[str, str]):
                                       name=f"{name}.{os.getpid()}.{len(child.pids) + 1}")
 
     def forget(dead: Child) -> None:
+        from rq import Worker
+
+        from core.queues import SERIALIZER
+
         redis = Redis.from_url(env["MMC_REDIS_URL"], socket_connect_timeout=0.5, socket_timeout=2)
         worker = Worker.find_by_key(f"{Worker.redis_worker_namespace_prefix}{rq_name(dead)}",
                                     connection=redis, serializer=SERIALIZER)
@@ -97,6 +102,7 @@ def worker_child(queue: str, index: int, env: dict[str, str]):
 def settle_stopped_jobs(env: dict[str, str], worker_pids: list[int]) -> None:
     """Jobs that were still running on the stopped workers end failed or are re-queued (a
     retry-safe one runs again at the next start) instead of waiting for the sweeper."""
+    from core.settings import Settings
     from worker.sweeper import settle_jobs_of_workers
 
     settings = Settings(redis_url=env["MMC_REDIS_URL"])
