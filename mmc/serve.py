@@ -1,8 +1,8 @@
 """``mmc serve``: an embedded Redis, workers on every queue and the API, supervised as child
 processes of this one (:mod:`mmc.supervisor`).
 
-RQ and the settings are imported where a child's death or the shutdown needs them, not before
-Redis starts: every start would wait for them."""
+RQ and the settings are imported where they are used (the first start of Redis, a child's death,
+the shutdown), not before the supervisor starts Redis: every start would wait for them."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
         redis_port = processes.free_port()
         redis_dir = Path(data_dir).resolve() / "redis"
         fsync = os.environ.get("MMC_REDIS_APPENDFSYNC", "everysec")
-        children.append(Child("redis", lambda: processes.start_redis(
-            redis_port, redis_dir, binary=binary, appendfsync=fsync), kind="redis"))
+        children.append(redis_child(redis_port, redis_dir, binary, fsync))
         env["MMC_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
         say(f"embedded Redis {binary} on port {redis_port}, data in {redis_dir} "
             f"(appendfsync {fsync})")
@@ -70,6 +69,37 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         supervisor.stop_all(grace_seconds, lambda pids: settle_stopped_jobs(env, pids))
     return code
+
+
+def redis_child(port: int, directory: Path, binary: str, appendfsync: str) -> Child:
+    """The supervised embedded Redis. At its first start it forgets the workers that an earlier
+    ``mmc serve`` on the same data directory left registered (killed before they could
+    unregister): none of them runs, and ``/readyz`` would count them until their keys expire.
+    On a restart the registered workers are this run's own, and stay."""
+
+    def start():
+        process = processes.start_redis(port, directory, binary=binary, appendfsync=appendfsync)
+        if not child.pids:  # no worker of this run has started yet
+            forget_registered_workers(Redis(port=port, socket_connect_timeout=1, socket_timeout=5))
+        return process
+
+    child = Child("redis", start, kind="redis")
+    return child
+
+
+def forget_registered_workers(redis: Redis) -> None:
+    """Unregister every worker registered in ``redis`` on one of the service's queues, and the
+    names left of those whose keys have expired."""
+    from rq import Worker
+    from rq.worker_registration import clean_worker_registry
+
+    from core.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
+
+    for name in (*QUEUE_NAMES, WEBHOOK_QUEUE):
+        queue = get_queue(name, redis)
+        for worker in Worker.all(queue=queue, serializer=SERIALIZER):
+            worker.register_death()
+        clean_worker_registry(queue)
 
 
 def worker_child(queue: str, index: int, env: dict[str, str]):
