@@ -36,9 +36,9 @@ KNN_MST_NEIGHBORS = 15
 @functools.cache
 def compiled_genie():
     """The compiled tree and merge loops, loaded on first use (numba is imported then)."""
-    from algorithms.selection.genie_compiled import genie_merge, prim_mst
+    from algorithms.selection.genie_compiled import genie_merge, prim_mst, prim_mst_of_distances
 
-    return prim_mst, genie_merge
+    return prim_mst, genie_merge, prim_mst_of_distances
 
 
 def minimum_spanning_tree(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def minimum_spanning_tree(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     sorted by length (exact up to ``EXACT_MST_MAX_N`` rows, of the kNN graph above)."""
     X = np.ascontiguousarray(centred(np.asarray(X, dtype=np.float64)))
     if X.shape[0] <= EXACT_MST_MAX_N:
-        prim_mst, _ = compiled_genie()
+        prim_mst, _, _ = compiled_genie()
         return _sorted_by_length(*prim_mst(X))
     return _sorted_by_length(*_knn_spanning_tree(X))
 
@@ -54,13 +54,9 @@ def minimum_spanning_tree(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 def minimum_spanning_tree_of_distances(D: np.ndarray
                                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`minimum_spanning_tree` of the points whose squared distances are ``D`` (a matrix
-    already at hand). A zero length (copies of a row) is raised to the smallest positive float,
-    and the graph is passed as a sparse matrix: the graph routine reads zeros as no edge, and
-    of a dense matrix also every entry within 1e-8 of zero."""
-    lengths = np.maximum(np.sqrt(D), np.finfo(float).tiny)
-    np.fill_diagonal(lengths, 0.0)
-    tree = csgraph.minimum_spanning_tree(sp.csr_matrix(lengths)).tocoo()
-    return _sorted_by_length(tree.row.astype(np.int64), tree.col.astype(np.int64), tree.data)
+    already at hand), exact whatever the number of points."""
+    _, _, prim_mst_of_distances = compiled_genie()
+    return _sorted_by_length(*prim_mst_of_distances(np.ascontiguousarray(D, dtype=np.float64)))
 
 
 def _sorted_by_length(a: np.ndarray, b: np.ndarray, length: np.ndarray
@@ -106,7 +102,7 @@ def genie_labels_from_tree(tree: tuple[np.ndarray, np.ndarray, np.ndarray], n_po
         raise ValueError(f"gini_threshold must lie in [0, 1], got {gini_threshold}")
     if not 1 <= n_clusters <= n_points:
         raise ValueError(f"cannot form {n_clusters} clusters of {n_points} points")
-    _, genie_merge = compiled_genie()
+    _, genie_merge, _ = compiled_genie()
     a, b, _ = tree
     return genie_merge(a, b, n_points, n_clusters, float(gini_threshold))
 

@@ -11,40 +11,71 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def prim_mst(X):
-    """The Euclidean minimum spanning tree of the rows of ``X`` by Prim's algorithm in
-    O(n^2 d) time and O(n) memory (no distance matrix): ``(parents, children, weights)``, the
-    ``n - 1`` edges in the order they join the tree, weights the distances."""
-    n, d = X.shape
+def _join_nearest(row, current, nearest, parent_of, in_tree):
+    """One step of Prim's algorithm: ``row`` holds the squared distances from ``current`` (the
+    point that joined the tree last) to every point; each point outside the tree keeps its
+    nearest tree point, and the nearest of them all joins the tree. Returns that point."""
+    best, best_distance = -1, np.inf
+    for j in range(row.size):
+        if in_tree[j]:
+            continue
+        if row[j] < nearest[j]:
+            nearest[j] = row[j]
+            parent_of[j] = current
+        if nearest[j] < best_distance:
+            best_distance = nearest[j]
+            best = j
+    in_tree[best] = True
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _prim(n, X, D):
+    """Prim's minimum spanning tree of ``n`` points, with the squared distances from a point
+    taken from the rows of ``D`` when it has ``n`` rows, else computed from the rows of
+    ``X``: ``(parents, children, weights)``, the ``n - 1`` edges in the order they join the
+    tree, weights the distances."""
     nearest = np.full(n, np.inf)
     parent_of = np.zeros(n, dtype=np.int64)
     in_tree = np.zeros(n, dtype=np.bool_)
     parents = np.empty(n - 1, dtype=np.int64)
     children = np.empty(n - 1, dtype=np.int64)
     weights = np.empty(n - 1)
+    row = np.empty(n)
     current = 0
     in_tree[0] = True
     for edge in range(n - 1):
-        best, best_distance = -1, np.inf
-        for j in range(n):
-            if in_tree[j]:
-                continue
-            total = 0.0
-            for f in range(d):
-                difference = X[current, f] - X[j, f]
-                total += difference * difference
-            if total < nearest[j]:
-                nearest[j] = total
-                parent_of[j] = current
-            if nearest[j] < best_distance:
-                best_distance = nearest[j]
-                best = j
-        in_tree[best] = True
+        if D.shape[0] == n:
+            row[:] = D[current]
+        else:
+            for j in range(n):
+                if in_tree[j]:
+                    continue
+                total = 0.0
+                for f in range(X.shape[1]):
+                    difference = X[current, f] - X[j, f]
+                    total += difference * difference
+                row[j] = total
+        best = _join_nearest(row, current, nearest, parent_of, in_tree)
         parents[edge] = parent_of[best]
         children[edge] = best
-        weights[edge] = np.sqrt(best_distance)
+        weights[edge] = np.sqrt(nearest[best])
         current = best
     return parents, children, weights
+
+
+@njit(cache=True, nogil=True)
+def prim_mst(X):
+    """The Euclidean minimum spanning tree of the rows of ``X`` by Prim's algorithm in
+    O(n^2 d) time and O(n) memory (no distance matrix): ``(parents, children, weights)``, the
+    ``n - 1`` edges in the order they join the tree, weights the distances."""
+    return _prim(X.shape[0], X, np.empty((0, 0)))
+
+
+@njit(cache=True, nogil=True)
+def prim_mst_of_distances(D):
+    """:func:`prim_mst` of the points whose squared distances are ``D``, in O(n^2) time."""
+    return _prim(D.shape[0], np.empty((0, 0)), D)
 
 
 @njit(cache=True, nogil=True)
