@@ -52,7 +52,7 @@ def deployment(tmp_path_factory, weed_alone):
     env = {**CREDENTIALS, "MMC_BLOB_URL": f"s3://{BUCKET}/{PREFIX}",
            "MMC_S3_ENDPOINT": weed_alone.endpoint, "MMC_BLOB_TIMEOUT_SECONDS": "1",
            "MMC_RETRY_AFTER_SECONDS": "1"}
-    deployment = Deployment(tmp_path_factory.mktemp("store-killed"), env, workers=2)
+    deployment = Deployment(tmp_path_factory.mktemp("store-killed"), env, workers=1)
     yield deployment
     deployment.close()
 
