@@ -29,7 +29,7 @@ USER 10001
 WORKDIR /home/mmc
 # Compile the numba kernels into the image's cache (side by side on the build machine's cores,
 # as make install does), so a worker does not spend its first half minute compiling them.
-RUN python -c "import os; from worker.warmup import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
+RUN python -c "import os; from worker.main import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]

@@ -39,7 +39,7 @@ $(COMPILED): $(INSTALLED) $(shell find algorithms -name '*.py' 2>/dev/null)
 	@# Compile the numba kernels once into their on-disk cache (side by side: tens of seconds the
 	@# first time, a second after), so that workers and test processes started together do
 	@# not each compile them.
-	$(BIN)/python -c "import os; from worker.warmup import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
+	$(BIN)/python -c "import os; from worker.main import warm_compiled_kernels; warm_compiled_kernels(os.cpu_count() or 1)"
 	touch $@
 
 serve: install

@@ -386,6 +386,12 @@ def algorithm_names() -> list[str]:
     return sorted(REGISTRY)
 
 
+def import_estimators() -> None:
+    """Import every registered estimator now (a worker does, before it forks work horses)."""
+    for spec in _SPECS:
+        _import_class(spec.estimator_path)
+
+
 def model_from_export(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]):
     """Rebuild any registered estimator from its portable export, by the class name in ``meta``."""
     by_name = {spec.estimator_name: spec for spec in _SPECS}

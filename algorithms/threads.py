@@ -75,17 +75,11 @@ def share_of_cpus(processes: int) -> int:
     return max(usable_cpus() // max(processes, 1), 1)
 
 
-def set_thread_environment(threads: int) -> None:
-    """At most ``threads`` threads in the BLAS and OpenMP libraries this process and the ones
-    it forks load from now on (they read their environment variables when they load)."""
-    for name in THREAD_ENVIRONMENT:
-        os.environ[name] = str(threads)
-
-
 def limit_process_threads(threads: int) -> None:
     """At most ``threads`` BLAS and OpenMP threads in this process and the ones it forks: the
     libraries loaded now through threadpoolctl, those loaded later through their environment
     variables. :func:`small_problem_threads` still goes down to one within it, and restores
     this limit after. (The numba kernels are serial: numba starts no threads of its own.)"""
-    set_thread_environment(threads)
+    for name in THREAD_ENVIRONMENT:
+        os.environ[name] = str(threads)
     _thread_pools().limit(limits=threads)

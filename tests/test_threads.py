@@ -4,13 +4,15 @@ over the workers on the machine; ``MMC_THREADS_PER_JOB`` overrides it."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from algorithms.threads import cgroup_cpu_quota, share_of_cpus, usable_cpus
 from tests.conftest import ROOT
-from tests.helpers import worker_at_registration
 
 
 @pytest.mark.parametrize("cpu_max, cpus", [("200000 100000\n", 2.0), ("150000 100000", 1.5),
@@ -38,23 +40,27 @@ def test_the_share_divides_the_usable_cpus_and_is_never_zero():
     assert share_of_cpus(cpus) == 1 and share_of_cpus(4 * cpus) == 1
 
 
-@pytest.fixture
-def worker_threads(redis_url, tmp_path):
-    """``(env, affinity=None)``: a worker's job threads, and the BLAS/OpenMP pools' sizes once
-    its warm-up has limited them; a job forked before that has the same."""
+def worker_threads(env: dict[str, str], affinity: set[int] | None = None) -> dict:
+    """What a worker process sets: its job threads and the BLAS/OpenMP pools' sizes after."""
+    code = (
+        "import json, os\n"
+        f"{'' if affinity is None else f'os.sched_setaffinity(0, {sorted(affinity)!r})'}\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from core.settings import get_settings\n"
+        "from worker.main import job_threads\n"
+        "from algorithms.threads import limit_process_threads\n"
+        "threads = job_threads(get_settings())\n"
+        "limit_process_threads(threads)\n"
+        "print(json.dumps({'threads': threads, 'omp': os.environ['OMP_NUM_THREADS'],\n"
+        "  'pools': sorted({pool['num_threads'] for pool in threadpool_info()})}))\n")
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("MMC_") and not k.endswith("_NUM_THREADS")}
+    result = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
 
-    def threads(env: dict[str, str], affinity: set[int] | None = None) -> dict:
-        report = worker_at_registration(redis_url, {"MMC_BLOB_URL": str(tmp_path), **env}, ROOT,
-                                        affinity)
-        # Before the warm-up, from the environment alone, where OpenBLAS takes at most its CPUs.
-        asked = report["threads"]
-        assert set(report["pools"]) <= {asked, min(asked, usable_cpus())}, report
-        return {"threads": report["threads"], "omp": report["omp"], "pools": report["warm_pools"]}
 
-    return threads
-
-
-def test_a_worker_limits_its_pools_to_its_share_of_its_cpus(worker_threads):
+def test_a_worker_limits_its_pools_to_its_share_of_its_cpus():
     cpus = usable_cpus()
     alone = worker_threads({})
     assert alone == {"threads": cpus, "omp": str(cpus), "pools": [cpus]}
@@ -64,6 +70,6 @@ def test_a_worker_limits_its_pools_to_its_share_of_its_cpus(worker_threads):
     assert worker_threads({}, affinity={min(os.sched_getaffinity(0))})["pools"] == [1]
 
 
-def test_mmc_threads_per_job_overrides_the_share(worker_threads):
+def test_mmc_threads_per_job_overrides_the_share():
     limited = worker_threads({"MMC_THREADS_PER_JOB": "3", "MMC_LOCAL_WORKERS": "8"})
     assert limited == {"threads": 3, "omp": "3", "pools": [3]}

@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import sklearn
 from redis import Redis
 from rq import Worker as ForkingWorker
 from rq.worker import WorkerStatus
 
-from algorithms.threads import set_thread_environment, share_of_cpus
+from algorithms.dual_qp import compiled_smo
+from algorithms.kernels import (
+    compiled_rbf_block,
+    compiled_rbf_segments_inside,
+    compiled_rbf_segments_inside_from_factors,
+    compiled_rbf_sums,
+)
+from algorithms.lowrank_sdp import compiled_active_set, compiled_factored_dual, compiled_lbfgs
+from algorithms.registry import get_spec, import_estimators
+from algorithms.selection.candidates import compiled_kmeans
+from algorithms.selection.n_clusters import compiled_transfer
+from algorithms.threads import limit_process_threads, share_of_cpus
 from core.blobs import blob_store
+from core.jobs import lost_job, record_id
 from core.lifetime import die_with_parent
 from core.queues import IN_PROCESS, QUEUE_NAMES, SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import Settings, get_settings
 from worker.arguments import build_parser
-from worker.warmup import WarmUp, warm_up_steps
+from worker.sweeper import Sweeper
 
 
 def horse_killed(job, retpid, ret_val, rusage) -> None:
     """A work horse died (``kill -9``, out of memory): re-queue a retry-safe job once, else fail
     it with the reason at once rather than on the next read."""
-    from core.jobs import lost_job, record_id
-
     signal_name = f"signal {os.WTERMSIG(ret_val)}" if ret_val and os.WIFSIGNALED(ret_val) \
         else f"status {ret_val}"
     lost_job(job.connection, get_settings(), record_id(job.id),
@@ -40,38 +54,9 @@ class Worker(ForkingWorker):
     A small job keeps what matters of a horse's isolation: its exceptions, its timeout (SIGALRM)
     and a cancel (noticed at its next progress report) end that job alone, and its data is too
     small for a memory cap to matter; if it crashes the process, the worker's death is a lost
-    job like any other (the sweepers re-queue or fail it) and its supervisor restarts it.
-
-    Its warm-up (:mod:`worker.warmup`) runs after it has registered, a step at a time while no
-    job waits on its queues, so that it counts as listening at once and a job that comes first
-    waits for one step at most. It starts at the API's priority and lowers its own
-    (``niceness``) once registered, before its warm-up and its first job: a worker starting on a
-    busy machine is not left behind the processes it yields to while it computes."""
+    job like any other (the sweepers re-queue or fail it) and its supervisor restarts it."""
 
     _in_process = False
-    warm_up: WarmUp | None = None
-    niceness = 0
-
-    def bootstrap(self, *args, **kwargs):
-        super().bootstrap(*args, **kwargs)
-        lower_priority(self.niceness)
-
-    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
-        self.continue_warm_up()
-        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-
-    def continue_warm_up(self) -> None:
-        """Run warm-up steps until it is done or a job waits; say so once it is done."""
-        if self.warm_up is None or self.warm_up.done:
-            return
-        while not self.warm_up.done and not self.jobs_waiting():
-            self.warm_up.step()
-        if self.warm_up.done:
-            self.log.info("Worker %s: warmed up (numerics imported, kernels loaded)", self.name)
-
-    def jobs_waiting(self) -> bool:
-        """Whether a job is queued on one of this worker's queues."""
-        return any(queue.count for queue in self.queues)
 
     def execute_job(self, job, queue):
         if not job.meta.get(IN_PROCESS):
@@ -98,6 +83,54 @@ class Worker(ForkingWorker):
         if self._in_process:  # nothing renews it while the job runs: cover the job's timeout
             return int(job.timeout or 180) + 60
         return super().get_heartbeat_ttl(job, working_time)
+
+
+def warm_up_fit() -> None:
+    """A tiny iterSVR fit before the work horses fork: it sets up what a fit initialises once
+    per process (the thread-pool controllers of threadpoolctl and scikit-learn, lazily loaded
+    modules), so that each horse inherits it instead of paying for it in every job."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(-3.0, 1.0, (8, 2)), rng.normal(3.0, 1.0, (8, 2))])
+    get_spec("itersvr").build({"random_state": 0, "n_init": 1}).fit(X)
+
+
+# The numba kernels: the RBF kernel blocks and sums of few features, SVC's segment tests,
+# iterSVR's SMO, k-means, the box QP's active set, the factored smoothed dual of the low-rank
+# SDPs, the robust SDPs' inner problem, and the one-vs-one SVM of n_clusters="auto" (on iterSVR's
+# SMO).
+COMPILED_KERNELS = (compiled_rbf_block, compiled_rbf_sums, compiled_rbf_segments_inside,
+                    compiled_rbf_segments_inside_from_factors, compiled_smo, compiled_kmeans,
+                    compiled_active_set, compiled_factored_dual, compiled_lbfgs,
+                    compiled_transfer)
+# Compiled into the disk cache in two processes side by side (``make install``), in two rounds:
+# first the callees, the active set alone (the longest) beside all the others; then the kernels
+# that call them, L-BFGS beside the one-vs-one SVM, which load their compiled callees from the
+# cache instead of compiling them again.
+_CALLERS = (compiled_lbfgs, compiled_transfer)
+_ROUNDS = (((compiled_active_set,),
+            tuple(load for load in COMPILED_KERNELS
+                  if load not in (*_CALLERS, compiled_active_set))),
+           tuple((load,) for load in _CALLERS))
+
+
+def _load_kernels(kernels: tuple) -> None:
+    for load in kernels:
+        load()
+
+
+def warm_compiled_kernels(processes: int = 1) -> None:
+    """Load the numba kernels once, not in every work horse; compiled and cached on disk the
+    first time. ``processes > 1`` (``make install``) only fills the disk cache, in two
+    processes side by side."""
+    if processes <= 1:
+        for load in COMPILED_KERNELS:
+            load()
+        return
+    context = multiprocessing.get_context("fork")
+    # One process per group of the widest round.
+    with ProcessPoolExecutor(max(map(len, _ROUNDS)), mp_context=context) as pool:
+        for groups in _ROUNDS:
+            list(pool.map(_load_kernels, groups))
 
 
 def lower_priority(niceness: int) -> None:
@@ -135,15 +168,21 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
     """Serve ``queues`` (in priority order) until stopped; one job at a time, in a forked horse.
     A sweeper thread beside it finds jobs lost by other workers (see :mod:`worker.sweeper`)."""
     settings = get_settings()
-    # Before any BLAS or OpenMP library loads: the work horses fork from this process and
-    # inherit the limit (the warm-up applies it to the pools it loads).
-    threads = job_threads(settings)
-    set_thread_environment(threads)
-    # Imported after it: the sweeper loads numpy (through the job records), whose BLAS reads
-    # the environment once, when it loads.
-    from worker.sweeper import Sweeper
-
+    lower_priority(settings.worker_niceness)
+    # Before any fit: the work horses fork from this process and inherit its limit.
+    limit_process_threads(job_threads(settings))
     connection = Redis.from_url(redis_url or settings.redis_url)
+    # The registry names estimators lazily: import them all once, before the work horses fork,
+    # so that each horse inherits them instead of importing them for its one job.
+    import_estimators()
+    # What a job passes to scikit-learn's estimators and functions comes from validated params
+    # models: their per-call parameter checks (a tenth of a small job's CPU) are skipped here.
+    # Input data is still checked (check_array).
+    sklearn.set_config(skip_parameter_validation=True)
+    warm_compiled_kernels()
+    warm_up_fit()
+    if "slow" in queues:
+        import cvxpy  # noqa: F401  (the SDPs' general solvers: imported once, not per horse)
     worker = Worker(
         [get_queue(q, connection) for q in [*queues, WEBHOOK_QUEUE]],
         connection=connection,
@@ -152,8 +191,6 @@ def run_worker(queues: list[str], redis_url: str | None = None, *, burst: bool =
         job_monitoring_interval=5,
         work_horse_killed_handler=horse_killed,
     )
-    worker.warm_up = WarmUp(warm_up_steps(queues, threads))
-    worker.niceness = settings.worker_niceness
     # The blob store (and, for S3, boto3 and its client) is made here, before the sweeper's
     # thread could make it: a work horse forked while that thread imported boto3 would inherit
     # the import's lock held and wait on it forever.
