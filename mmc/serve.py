@@ -79,7 +79,7 @@ def redis_child(port: int, directory: Path, binary: str, appendfsync: str) -> Ch
 
     def start():
         process = processes.start_redis(port, directory, binary=binary, appendfsync=appendfsync)
-        if not child.pids:  # no worker of this run has started yet
+        if not child.pids:  # its first start in this run: no worker of this run is registered
             forget_registered_workers(Redis(port=port, socket_connect_timeout=1, socket_timeout=5))
         return process
 
