@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,11 @@ class Settings(BaseSettings):
     blob_timeout_seconds: float = Field(
         5.0, gt=0, description="Connect and read timeout of each call to the object store."
     )
+    blob_retry_seconds: Annotated[tuple[float, ...], NoDecode] = Field(
+        (1.0, 2.0, 4.0, 8.0, 8.0, 8.0),
+        description="Comma-separated waits of a worker before each retry of a blob store call "
+                    "that failed for a transient reason (the store down or answering 5xx); "
+                    "once they are spent the job fails saying why (empty: no retry).")
     data_url_allow: str = Field(
         "", description="Comma-separated s3://bucket or s3://bucket/prefix that POST /v1/datasets "
                         "{\"url\": ...} may name (read with the store's endpoint and "
@@ -125,6 +131,21 @@ class Settings(BaseSettings):
         True, description="GET /v1/jobs/{id}/plot draws a job's plot the first time it is asked "
                           "for (about 0.3 s) and keeps it as long as the job (about 60 KB of "
                           "Redis); false answers it 404.")
+
+    @field_validator("blob_retry_seconds", mode="before")
+    @classmethod
+    def _split_waits(cls, value: object) -> object:
+        """``"1,2,4"`` from the environment as the waits ``(1.0, 2.0, 4.0)``."""
+        if isinstance(value, str):
+            return tuple(float(item) for item in value.split(",") if item.strip())
+        return value
+
+    @field_validator("blob_retry_seconds")
+    @classmethod
+    def _waits_not_negative(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(wait < 0 for wait in value):
+            raise ValueError("a wait cannot be negative")
+        return value
 
 
 def parse_pairs(value: str) -> dict[str, str]:

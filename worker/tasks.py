@@ -43,9 +43,6 @@ from worker import memory
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_SECONDS = 0.05
-# Waits before each retry of a blob store call that failed for a transient reason (the store
-# down or answering 5xx): about half a minute in all before the job fails saying why.
-BLOB_RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
 # After the fit: rows of decision values computed between two progress reports.
 DECISION_BLOCK = 100_000
 MAX_REPORTED_OBJECTIVES = 1000
@@ -56,17 +53,19 @@ class JobCanceledError(Exception):
 
 
 def with_blob_retries(action, what: str, waiting=None):
-    """``action()``, tried again after each of :data:`BLOB_RETRY_SECONDS` while the blob store
-    is unavailable, telling ``waiting(message)`` (the job's progress) each time; then a
-    :class:`BlobUnavailableError` that says what could not be done."""
-    for wait in (*BLOB_RETRY_SECONDS, None):
+    """``action()``, tried again after each wait of ``MMC_BLOB_RETRY_SECONDS`` (about half a
+    minute in all by default) while the blob store is unavailable, telling ``waiting(message)``
+    (the job's progress) each time; then a :class:`BlobUnavailableError` that says what could
+    not be done."""
+    waits = get_settings().blob_retry_seconds
+    for wait in (*waits, None):
         try:
             return action()
         except BlobUnavailableError as exc:
             if wait is None:
                 raise BlobUnavailableError(
                     f"{what}: the blob store stayed unavailable for "
-                    f"{sum(BLOB_RETRY_SECONDS):g} s ({exc})") from exc
+                    f"{sum(waits):g} s ({exc})") from exc
             message = f"{what}: the blob store is unavailable; retrying in {wait:g} s"
             log.warning("%s (%s)", message, exc)
             if waiting is not None:
