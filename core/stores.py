@@ -23,7 +23,14 @@ import numpy as np
 from redis import Redis
 
 from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
-from core.blobs import BlobStore, BlobUnavailableError, blob_store, read
+from core.blobs import (
+    BlobStore,
+    BlobStoreFullError,
+    BlobUnavailableError,
+    Chunks,
+    blob_store,
+    read,
+)
 from core.job_record import ACTIVE_STATUSES, JobRecord, JobStatus, JobUpdate, job_record
 from core.keys import BlobKeys, Keys
 from core.settings import Settings
@@ -85,9 +92,20 @@ class BlobLifetimes:
         self.redis = redis
         self.blobs = blobs
 
-    def add(self, record_key: str, blob_key: str, ttl: int, pipe=None) -> None:
-        (pipe or self.redis).zadd(Keys.expiring_blobs(),
-                                  {f"{record_key}|{blob_key}": time.time() + ttl})
+    def add(self, record_key: str, blob_key: str, ttl: int) -> None:
+        self.redis.zadd(Keys.expiring_blobs(), {f"{record_key}|{blob_key}": time.time() + ttl})
+
+    def put(self, record_key: str, blob_key: str, data: Chunks, ttl: int) -> int:
+        """Write a blob that ``record_key`` will name, after its entry here: a process that dies
+        between the write and its record (or a write that the store took but never answered)
+        leaves a blob the sweeper still finds and deletes. A store that refused the write for
+        want of room stored nothing, and its entry goes. Returns the blob's size."""
+        self.add(record_key, blob_key, ttl)
+        try:
+            return self.blobs.put(blob_key, data)
+        except BlobStoreFullError:
+            self.redis.zrem(Keys.expiring_blobs(), f"{record_key}|{blob_key}")
+            raise
 
     def remove(self, record_key: str, blob_key: str) -> None:
         """Delete the blob now and forget it (its record was deleted). With the store down,
@@ -165,13 +183,13 @@ class DatasetStore:
         is durable before the record exists, so a record never names a missing blob."""
         key = Keys.dataset(dataset_id)
         blob = BlobKeys.dataset(owner, dataset_id)
-        size = self.blobs.put(blob, npy_chunks(np.asarray(X, dtype=np.float64)))
+        size = self.lifetimes.put(key, blob, npy_chunks(np.asarray(X, dtype=np.float64)),
+                                  self.ttl)
         created_at = time.time()
         pipe.hset(key, mapping={"blob": blob, "stored_bytes": size, "n_samples": X.shape[0],
                                 "owner": owner, "n_features": X.shape[1],
                                 "created_at": created_at})
         pipe.expire(key, self.ttl)
-        self.lifetimes.add(key, blob, self.ttl, pipe)
         return size, created_at
 
     @staticmethod
@@ -358,12 +376,12 @@ class UploadStore:
                                 f"MMC_MAX_POINTS_X_FEATURES={max_values}", "too_many_values")
         key = Keys.upload(upload_id)
         blob = BlobKeys.upload_part(owner, upload_id, index)
-        self.datasets.blobs.put(blob, npy_chunks(np.asarray(X, dtype=np.float64)))
+        self.datasets.lifetimes.put(key, blob, npy_chunks(np.asarray(X, dtype=np.float64)),
+                                    self.ttl)
         with self.redis.pipeline() as pipe:
             pipe.hset(key, mapping={f"part:{index}": blob, f"rows:{index}": X.shape[0],
                                     "n_features": n_features})
             pipe.expire(key, self.ttl)
-            self.datasets.lifetimes.add(key, blob, self.ttl, pipe)
             pipe.execute()
         return self._description(upload_id, float(fields[b"created_at"]), rows, n_features,
                                  self.ttl)
@@ -584,8 +602,7 @@ class JobStore:
         if len(encoded) <= self.inline_input_max_bytes:
             return encoded
         blob = BlobKeys.job_input(owner, job_id)
-        self.blobs.put(blob, encoded.encode())
-        self.lifetimes.add(Keys.job(job_id), blob, self.ttl)
+        self.lifetimes.put(Keys.job(job_id), blob, encoded.encode(), self.ttl)
         return json.dumps({"blob": blob})
 
     def delete(self, job_id: str, owner: str) -> None:
@@ -723,8 +740,7 @@ class JobStore:
         :meth:`transition`, which names that blob instead of holding them."""
         blob = BlobKeys.result(owner, job_id, attempt)
         bulk = {name: result.get(name) for name in self.bulk_result_fields}
-        self.blobs.put(blob, json.dumps(bulk).encode())
-        self.lifetimes.add(Keys.result(job_id), blob, self.ttl)
+        self.lifetimes.put(Keys.result(job_id), blob, json.dumps(bulk).encode(), self.ttl)
         rest = {name: value for name, value in result.items()
                 if name not in self.bulk_result_fields}
         return {**rest, "blob": blob}
@@ -781,7 +797,7 @@ class ModelStore:
         key = Keys.model(model_id)
         ttl = PROVISIONAL_MODEL_SECONDS if provisional else (ttl_seconds or self.ttl)
         blob = BlobKeys.model(info.get("owner", "anonymous"), model_id)
-        self.blobs.put(blob, payload)
+        self.lifetimes.put(key, blob, payload, ttl)
         with self.redis.pipeline() as pipe:
             pipe.hset(key, mapping={
                 "meta": json.dumps(meta),
@@ -790,7 +806,6 @@ class ModelStore:
                 "info": json.dumps({**info, "id": model_id, "created_at": time.time()}),
             })
             pipe.expire(key, ttl)
-            self.lifetimes.add(key, blob, ttl, pipe)
             pipe.execute()
         return model_id
 
@@ -883,8 +898,9 @@ class PlotStore:
             if fmt in images:
                 blob = BlobKeys.plot(owner, job_id, fmt)
                 image = images[fmt]
-                self.blobs.put(blob, zlib.compress(image) if fmt in self._compressed else image)
-                self.lifetimes.add(Keys.job(job_id), blob, self.ttl)
+                self.lifetimes.put(Keys.job(job_id), blob,
+                                   zlib.compress(image) if fmt in self._compressed else image,
+                                   self.ttl)
 
     def get(self, job_id: str, owner: str, fmt: str) -> bytes | None:
         stored = read(self.blobs, BlobKeys.plot(owner, job_id, fmt))

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from core.blobs import BlobStoreFullError, LocalBlobStore, blob_store, read
+from core.blobs import (
+    BlobStoreFullError,
+    BlobUnavailableError,
+    LocalBlobStore,
+    blob_store,
+    read,
+)
 from core.job_record import JobStatus
 from core.keys import BlobKeys, Keys
 from core.settings import Settings
@@ -228,6 +234,37 @@ def test_the_sweep_deletes_the_blobs_of_expired_records_and_keeps_renewed_ones(s
     assert stores.blobs.exists(BlobKeys.dataset(owner, kept))  # its record lives: moved on
     np.testing.assert_array_equal(stores.datasets.load(kept, owner), np.zeros((2, 2)))
     stores.datasets.delete(kept, owner)
+
+
+def test_a_blob_is_due_for_the_sweep_before_it_is_written(redis_url, tmp_path, owner):
+    """A model and a large job input whose writes fail, as when the writer dies between a write
+    and its record, or the store keeps a write whose answer is lost: no record names them, yet
+    each is in the expiring set, so the sweep deletes the blob if it landed after all."""
+    root = tmp_path / "blobs"
+    root.write_bytes(b"")  # a file where the store's directory should be: every write fails
+    redis = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/13")  # a database of its own
+    redis.flushdb()
+    stores = Stores(redis, Settings(redis_url=redis_url, inline_input_max_bytes=0),
+                    LocalBlobStore(root))
+    with pytest.raises(BlobUnavailableError):
+        stores.models.put_payload({}, b"arrays", {"owner": owner})
+    job_id = f"job{time.monotonic_ns()}"
+    record = {"id": job_id, "owner": owner, "status": "queued", "queued_at": time.time()}
+    with pytest.raises(BlobUnavailableError):
+        stores.jobs.create_admitted(record, {"dataset_id": "d", "y": None, "sequences": None},
+                                    cap=10)
+    assert redis.keys("mmc:model:*") == [] and not stores.jobs.exists(job_id)
+    tracked = [member.decode().partition("|")[2]
+               for member in redis.zrange(Keys.expiring_blobs(), 0, -1)]
+    assert sorted(key.partition("/")[0] for key in tracked) == ["inputs", "models"]
+    assert BlobKeys.job_input(owner, job_id) in tracked
+
+    root.unlink()
+    root.mkdir()
+    for key in tracked:  # the writes the store took without answering
+        stores.blobs.put(key, b"landed")
+    stores.lifetimes.sweep(time.time() + stores.models.ttl + 1)
+    assert list(stores.blobs.keys()) == [] and redis.zcard(Keys.expiring_blobs()) == 0
 
 
 def test_records_stored_before_the_blob_store_stay_readable(stores, owner):
