@@ -37,7 +37,7 @@ LONGEST_FIRST = (
     "test_hardening_faults", "test_m3n", "test_hardening_load", "test_lifecycle", "test_sdp_mmc",
     "test_hardening_bodies", "test_hardening_hostile", "test_service_processes",
     "test_lowrank_sdp", "test_cli", "test_n_clusters_auto", "test_service", "test_gmmc",
-    "test_robust_svm", "test_svc",
+    "test_robust_svm", "test_svc", "test_store_killed",
     "test_client", "test_redis_tls", "test_reference", "test_generated_client", "test_cpm3c",
     "test_itersvr", "test_kubernetes",
 )
