@@ -89,6 +89,18 @@ def test_blob_url_names_the_store(tmp_path):
         blob_store(Settings(blob_url="ftp://host/dir"))
 
 
+def test_the_workers_blob_retry_waits_are_a_comma_separated_setting(monkeypatch):
+    monkeypatch.delenv("MMC_BLOB_RETRY_SECONDS", raising=False)
+    assert Settings().blob_retry_seconds == (1.0, 2.0, 4.0, 8.0, 8.0, 8.0)
+    monkeypatch.setenv("MMC_BLOB_RETRY_SECONDS", "0.25, 0.5,1")
+    assert Settings().blob_retry_seconds == (0.25, 0.5, 1.0)
+    monkeypatch.setenv("MMC_BLOB_RETRY_SECONDS", "")
+    assert Settings().blob_retry_seconds == ()  # no retry
+    monkeypatch.setenv("MMC_BLOB_RETRY_SECONDS", "1,-1")
+    with pytest.raises(ValueError, match="negative"):
+        Settings()
+
+
 def test_tenant_segments_are_safe_and_distinct():
     assert BlobKeys.tenant("tenant-a") == "tenant-a"
     unsafe = [BlobKeys.tenant(owner) for owner in ("../x", "a/b", "", "..")]
