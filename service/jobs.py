@@ -75,7 +75,8 @@ class JobService:
                     ) -> list[tuple[JobRecord, bool] | BaseException]:
         """:meth:`create` for each ``(request, owner, idempotency_key)``, in three Redis round
         trips for them all (renew the stored datasets; store the rest and the records; enqueue),
-        not three each. Each item gets its own answer: its record or the error that refused it.
+        not three each, besides one per new blob (its entry for the sweeper, before its write).
+        Each item gets its own answer: its record or the error that refused it.
         """
         results: list[Any] = [None] * len(items)
         pending: list[tuple[int, _Submission]] = []
