@@ -30,14 +30,16 @@ from sklearn.metrics import adjusted_rand_score
 from algorithms.cpm3c import (
     CPM3C,
     CPM3CParams,
-    _ConstraintSums,
-    _Data,
+)
+from algorithms.cpm3c import PAPER_SETTING as PAPER_PARAMS
+from algorithms.cpm3c_constraints import (
+    ConstraintSums,
+    ScaledData,
     constraint_slacks,
     linearized_constraints,
     most_violated_constraint,
-    solve_cutting_plane_dual,
 )
-from algorithms.cpm3c import PAPER_SETTING as PAPER_PARAMS
+from algorithms.cpm3c_solver import solve_cutting_plane_dual
 from algorithms.inputs import arrays_to_npz_bytes, npz_bytes_to_arrays
 from algorithms.metrics import clustering_error
 from algorithms.registry import get_spec
@@ -187,7 +189,7 @@ def test_class_sums_linearization_matches_the_combination_matrix(n_rows):
     # Same (G, d), with the data far from the origin (the sums are centred afterwards).
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 5)) + 3.0
-    dense, sparse = _Data.of(X), _Data.of(sp.csr_matrix(X))
+    dense, sparse = ScaledData.of(X), ScaledData.of(sp.csr_matrix(X))
     columns = n_rows
     constraints = [most_violated_constraint(rng.normal(size=(60, columns)))[0]
                    for _ in range(3)]
@@ -201,7 +203,7 @@ def test_class_sums_linearization_matches_the_combination_matrix(n_rows):
         assert np.abs(G).max() > 0.01
     # The kept sums grow with the working set and follow the labels, as in a solve: a few
     # points change class (updated), then most of them (recomputed).
-    sums = _ConstraintSums(dense, n_rows)
+    sums = ConstraintSums(dense, n_rows)
     linearized_constraints(dense, F, constraints[:2], n_rows, None, sums)
     # The slacks from the sums need the iterate W whose scores they are.
     w, b = rng.normal(size=(n_rows, 5)), rng.normal(size=n_rows)
@@ -460,11 +462,11 @@ def test_float32_coordinates_cluster_and_predict_as_float64_ones(monkeypatch, kp
 def test_binary_form_keeps_its_sums_on_large_data(monkeypatch):
     # From BINARY_SUMS_MIN_POINTS on, the binary form's QPs read kept sums instead of a
     # combination product: forced at 2,000 points, the same labels as without.
-    import algorithms.cpm3c as cpm3c
+    import algorithms.cpm3c_constraints as constraints
 
     X, y = make_moons(2000, noise=0.08, random_state=1)
     plain = CPM3C(n_clusters=2, random_state=0).fit(X)
-    monkeypatch.setattr(cpm3c, "BINARY_SUMS_MIN_POINTS", 1)
+    monkeypatch.setattr(constraints, "BINARY_SUMS_MIN_POINTS", 1)
     kept = CPM3C(n_clusters=2, random_state=0).fit(X)
     assert adjusted_rand_score(plain.labels_, kept.labels_) >= 0.99
     assert adjusted_rand_score(y, kept.labels_) > 0.9
