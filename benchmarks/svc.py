@@ -23,7 +23,8 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from algorithms.metrics import clustering_error
-from algorithms.svc import SupportVectorClustering, label_points, solve_enclosing_sphere
+from algorithms.svc import SupportVectorClustering
+from algorithms.svc_sphere import label_points, solve_enclosing_sphere
 from benchmarks import docs_pages
 from benchmarks.defaults import large_sets, registry_clusterer, scikit_learn_peers, score
 

@@ -25,6 +25,8 @@ from algorithms.registry import get_spec, model_from_export
 from algorithms.svc import (
     SupportVectorClustering,
     SupportVectorClusteringParams,
+)
+from algorithms.svc_sphere import (
     first_sample_may_be_inside,
     join_by_chain,
     join_nearest,
