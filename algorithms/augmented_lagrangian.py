@@ -1,11 +1,12 @@
 """The penalty and inner-tolerance policy of the augmented-Lagrangian solvers.
 
 Both factorised solvers (the low-rank SDP solver, :mod:`algorithms.lowrank_sdp.solver`, and
-GMMC's, :func:`algorithms.gmmc.solve_gmmc_lowrank`) follow the two rules of a practical augmented
-Lagrangian (Nocedal and Wright 2006, section 17.4; Burer and Monteiro 2003 for the low-rank
-factor): each inner problem is solved only as accurately as the outer residual warrants, and the
-penalty grows only while the residual lags, since a large penalty makes the inner problem
-(quartic in the factor) ill-conditioned for L-BFGS without helping the duality gap.
+GMMC's, :func:`algorithms.gmmc_solver.solve_gmmc_lowrank`) follow the two rules of a practical
+augmented Lagrangian (Nocedal and Wright 2006, section 17.4; Burer and Monteiro 2003 for the
+low-rank factor): each inner problem is solved only as accurately as the outer residual
+warrants, and the penalty grows only while the residual lags, since a large penalty makes the
+inner problem (quartic in the factor) ill-conditioned for L-BFGS without helping the duality
+gap.
 """
 
 from __future__ import annotations

@@ -23,12 +23,11 @@ from algorithms.gmmc import (
     PAPER_SETTING,
     distance_range,
     eliminate_bias,
-    labels_from_factor,
     laplacian_precision,
     learn_kernel_weights,
-    solve_gmmc_lowrank,
     width_fractions_gammas,
 )
+from algorithms.gmmc_solver import labels_from_factor, solve_gmmc_lowrank
 from algorithms.kernels import normalized_laplacian, squared_distances
 from algorithms.metrics import clustering_error
 from benchmarks import docs_pages

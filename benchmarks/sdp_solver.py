@@ -232,12 +232,8 @@ def gmmc_table() -> None:
     sees the dual MAXCUT-like program as written, ``min <S + C_e ee^T, X>`` over unit rows
     (``C_delta`` does not bind at the paper's constants); GMMC's own removes ``C_e`` by a change of
     variables first (``docs/gmmc_design.md``), which is why it stays separate."""
-    from algorithms.gmmc import (
-        eliminate_bias,
-        labels_from_factor,
-        laplacian_precision,
-        solve_gmmc_lowrank,
-    )
+    from algorithms.gmmc import eliminate_bias, laplacian_precision
+    from algorithms.gmmc_solver import labels_from_factor, solve_gmmc_lowrank
     from algorithms.kernels import resolve_gamma
     from algorithms.lowrank_sdp import Constraints, LinearObjective, solve_lowrank_sdp
 

@@ -15,6 +15,8 @@ from algorithms.gmmc import (
     degenerate_laplacian_labels,
     eliminate_bias,
     laplacian_precision,
+)
+from algorithms.gmmc_solver import (
     relax_whole_groups,
     solve_gmmc_cvxpy,
     solve_gmmc_lowrank,
@@ -275,9 +277,9 @@ def test_more_than_two_clusters_by_guided_bisection_beat_k_means_and_export():
 def test_split_of_whole_groups_is_the_best_labeling_of_whole_groups(block, monkeypatch):
     import itertools
 
-    import algorithms.gmmc
+    import algorithms.gmmc_solver
 
-    monkeypatch.setattr(algorithms.gmmc, "_LABELINGS_PER_BLOCK", block)
+    monkeypatch.setattr(algorithms.gmmc_solver, "_LABELINGS_PER_BLOCK", block)
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 2)) + np.repeat(rng.normal(0, 3, size=(5, 2)), 8, axis=0)
@@ -331,16 +333,17 @@ def test_more_guide_clusters_than_enumeration_reaches_split_by_the_group_relaxat
     from sklearn.metrics import adjusted_rand_score
 
     import algorithms.gmmc
+    import algorithms.gmmc_solver
 
     calls = []
-    relax = algorithms.gmmc.relax_whole_groups
+    relax = algorithms.gmmc_solver.relax_whole_groups
     monkeypatch.setattr(algorithms.gmmc, "relax_whole_groups",
                         lambda *args: calls.append(np.unique(args[1]).size) or relax(*args))
     monkeypatch.setattr(algorithms.gmmc.GMMC, "_solve", lambda *args: pytest.fail("point SDP"))
     X, y = make_blobs(n_samples=330, centers=22, cluster_std=0.4, center_box=(-25, 25),
                       random_state=2)
     model = GMMC(n_clusters=22, random_state=0).fit(X)
-    assert calls and min(calls) > algorithms.gmmc.EXACT_SPLIT_MAX_GROUPS
+    assert calls and min(calls) > algorithms.gmmc_solver.EXACT_SPLIT_MAX_GROUPS
     assert adjusted_rand_score(y, model.labels_) > 0.95
     np.testing.assert_array_equal(model.predict(X), model.labels_)
 
@@ -373,6 +376,15 @@ def test_regularized_degrees_split_no_handful_of_outliers_off():
     model = GMMC(spectral_candidate=False, portfolio=False, random_state=0).fit(cancer.X)
     assert np.bincount(model.labels_).min() >= 0.4 * cancer.X.shape[0]
     assert adjusted_rand_score(cancer.y, model.labels_) >= 0.55
+
+
+def test_exact_says_whether_every_point_was_solved_over():
+    X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
+    exact = GMMC(portfolio=False, random_state=0).fit(X)
+    sampled = GMMC(exact_max_n=40, portfolio=False, random_state=0).fit(X)
+    assert (exact.exact_, exact.n_fit_samples_) == (True, 60)
+    assert (sampled.exact_, sampled.n_fit_samples_) == (False, 40)
+    assert exact.result_extras()["exact"] is True and sampled.result_extras()["exact"] is False
 
 
 def test_above_exact_max_n_gmmc_solves_a_sample_and_the_svm_labels_every_point():
