@@ -48,11 +48,8 @@ from algorithms.kernels import pairwise_kernel, resolve_gamma
 from algorithms.lowrank_sdp import solve_two_class_lowrank
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.rounding import balance_limit, psd_factor
-from algorithms.sdp_mmc import (
-    SDPMMC,
-    median_heuristic_gamma,
-    solve_two_class_sdp,
-)
+from algorithms.sdp_mmc import SDPMMC, median_heuristic_gamma
+from algorithms.sdp_mmc_programs import solve_two_class_sdp
 from algorithms.selection.margin import margin_kernel
 from benchmarks import docs_pages
 from benchmarks.gmmc import two_gaussians
@@ -195,7 +192,7 @@ def multiclass_table(per_class_sizes=(12, 20, 39)) -> None:
     only)."""
     from algorithms.lowrank_sdp import solve_multiclass_lowrank
     from algorithms.rounding import labels_from_label_matrix
-    from algorithms.sdp_mmc import solve_multiclass_sdp_symmetric
+    from algorithms.sdp_mmc_programs import solve_multiclass_sdp_symmetric
     from benchmarks.sdp_mmc import digits_subset
 
     print("\n### Multi-class SDP (4.8), collapsed form, digits {0,6,8,9}: low-rank vs SCS\n")

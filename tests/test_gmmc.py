@@ -378,15 +378,6 @@ def test_regularized_degrees_split_no_handful_of_outliers_off():
     assert adjusted_rand_score(cancer.y, model.labels_) >= 0.55
 
 
-def test_exact_says_whether_every_point_was_solved_over():
-    X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
-    exact = GMMC(portfolio=False, random_state=0).fit(X)
-    sampled = GMMC(exact_max_n=40, portfolio=False, random_state=0).fit(X)
-    assert (exact.exact_, exact.n_fit_samples_) == (True, 60)
-    assert (sampled.exact_, sampled.n_fit_samples_) == (False, 40)
-    assert exact.result_extras()["exact"] is True and sampled.result_extras()["exact"] is False
-
-
 def test_above_exact_max_n_gmmc_solves_a_sample_and_the_svm_labels_every_point():
     X, y = two_gaussians(n=600, seed=3)
     X[y == 1, 0] += 4.0

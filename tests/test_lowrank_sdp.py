@@ -30,12 +30,8 @@ from algorithms.lowrank_sdp import (
 from algorithms.lowrank_sdp.solver import _stop_on_creep
 from algorithms.robust_svm import gaussians_with_ring_outliers, solve_robust_sdp
 from algorithms.rounding import balance_limit, labels_from_label_matrix, psd_factor
-from algorithms.sdp_mmc import (
-    SDPMMC,
-    median_heuristic_gamma,
-    solve_multiclass_sdp_symmetric,
-    solve_two_class_sdp,
-)
+from algorithms.sdp_mmc import SDPMMC, median_heuristic_gamma
+from algorithms.sdp_mmc_programs import solve_multiclass_sdp_symmetric, solve_two_class_sdp
 from algorithms.selection.margin import margin_kernel
 from benchmarks.sdp_mmc import digits_subset
 

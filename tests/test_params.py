@@ -237,6 +237,20 @@ def test_the_old_solver_attribute_answers_as_exact_does_with_a_deprecation_warni
     assert extras["exact"] is False and extras["solver"] == "sample"
 
 
+@pytest.mark.parametrize("name", ["gmmc", "sdp_mmc"])
+def test_exact_says_whether_the_relaxation_was_solved_over_every_point(name):
+    # GMMC and SDP MMC report exact_ as iterSVR and SVC do (they never had solver_ for it:
+    # their solver_ is the SDP backend).
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=60, centers=2, random_state=0)
+    estimator = get_spec(name).estimator
+    fits = [estimator(exact_max_n=size, portfolio=False, random_state=0).fit(X)
+            for size in (None, 40)]
+    assert [(fit.exact_, fit.n_fit_samples_) for fit in fits] == [(True, 60), (False, 40)]
+    assert [fit.result_extras()["exact"] for fit in fits] == [True, False]
+
+
 def test_an_itersvr_model_stored_with_solver_loads_with_exact():
     from sklearn.datasets import make_blobs
 

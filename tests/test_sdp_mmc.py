@@ -18,8 +18,10 @@ from algorithms.sdp_mmc import (
     PAPER_SETTING,
     SDPMMC,
     SDPMMCParams,
-    _margin_objective_by_qp,
     median_heuristic_gamma,
+)
+from algorithms.sdp_mmc_programs import (
+    _margin_objective_by_qp,
     multiclass_margin_objective,
     solve_multiclass_sdp,
     solve_multiclass_sdp_symmetric,
@@ -228,7 +230,7 @@ def test_semi_supervised_multiclass_labels_do_not_hang_on_the_solvers_early_stop
 
 def test_infeasible_sdp_raises_with_the_solver_status():
     # Every point labeled class 0 forces M = ee^T (S1), whose row sums n break the balance bound.
-    from algorithms.sdp_mmc import solve_two_class_sdp
+    from algorithms.sdp_mmc_programs import solve_two_class_sdp
 
     X, _ = make_blobs(n_samples=30, centers=2, random_state=0)
     K = np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1))

@@ -67,7 +67,7 @@ def solve_two_class_lowrank(
     groups: np.ndarray | None = None, weights: np.ndarray | None = None, tol: float = 1e-4,
     max_iter: int = 300, rank: int | None = None, random_state=0, on_iteration=None,
 ) -> TwoClassLowRank:
-    """SDP (3.5) (same program as :func:`algorithms.sdp_mmc.solve_two_class_sdp`).
+    """SDP (3.5) (same program as :func:`algorithms.sdp_mmc_programs.solve_two_class_sdp`).
 
     ``max_iter`` is generous: with the inner SVM duals solved to their tolerance the outer loop
     usually closes in one or two iterations, but inexact inner solves make L-BFGS's line
@@ -150,7 +150,7 @@ def solve_multiclass_lowrank(
     K: np.ndarray, n_clusters: int, *, beta: float, balance: float, start_labels: np.ndarray,
     tol: float = 1e-3, max_iter: int = 300, random_state=0, on_iteration=None,
 ) -> MultiClassLowRank:
-    """The program of :func:`algorithms.sdp_mmc.solve_multiclass_sdp_symmetric`:
+    """The program of :func:`algorithms.sdp_mmc_programs.solve_multiclass_sdp_symmetric`:
     ``max <K, M> + 2 beta e^T d`` over ``[[1/k, d^T], [d, M]] >= 0``, ``diag(M) = e``,
     ``M >= 0``, ``d >= 0`` and ``(1/k - balance) n <= M e <= (1/k + balance) n``.
 
