@@ -63,7 +63,11 @@ def active_set(H, p, x, free, tol, max_iter, ridge):
     variable appends a row (one triangular solve), a fixed one leaves by a rank-one update of
     the rows after it, so a step costs ``O(|F|^2)``, not a factorisation's ``O(|F|^3)``. The sum
     of ``H``'s columns at the upper bound is kept the same way. When an appended pivot is not
-    positive (``H_FF`` singular), that step refactors, or solves by least squares."""
+    positive (``H_FF`` singular), that step refactors, or solves by least squares.
+
+    One piece: every step reads and updates the same factor, free-set order, upper-bound sum and
+    ascent direction in place, and numba compiles the loop as one kernel; compiled helpers per
+    step would pass all of that state on every step of the loop."""
     n = p.size
     order = np.empty(n, np.int64)  # the free variables in the factor's row order
     member = np.zeros(n, np.bool_)
@@ -350,7 +354,11 @@ def robust_lagrangian(w, n, r, G_over_beta, factor, c, smoothing, lam, A, C, b, 
     (``v_i = (u_i + u_n) / 2``, ``v_n = u_n``) and ``p = V_n v_n`` (eta); ``lam`` holds the
     warm start and is overwritten by the maximiser. Constraints ``a_k^T U U^T c_k (<=|=) b_k``
     (rows of ``A``, ``C``) with multipliers ``y`` and penalty ``mu``, in Rockafellar's form for
-    the inequalities, as :meth:`algorithms.lowrank_sdp.solver._AugmentedLagrangian.lagrangian`."""
+    the inequalities, as :meth:`algorithms.lowrank_sdp.solver._AugmentedLagrangian.lagrangian`.
+
+    One piece: the value and the gradient are computed in one compiled pass from the same
+    intermediates (the normalized factor, the inner maximiser, the constraint values), which
+    L-BFGS asks for together at every point."""
     N = n + 1
     W = w.reshape((N, r))
     U = np.empty((N, r))

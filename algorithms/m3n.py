@@ -309,6 +309,10 @@ def solve_cdhmm_relaxation(
     ``tol`` and ``max_iter`` are the solver's (SCS: ``eps_abs = eps_rel = tol``); the status is
     checked as for every SDP of the package: inaccurate -> ``warnings``, anything else ->
     :class:`~algorithms.conic.SDPSolverError`.
+
+    One piece: the variables, the constraints above and the objective make one cvxpy program,
+    written in the order of the derivation; split up, its parts would pass the variables back
+    and forth.
     """
     import cvxpy as cp
 

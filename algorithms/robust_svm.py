@@ -140,6 +140,9 @@ def solve_robust_sdp(
     factor of ``[[M, eta], [eta^T, 1]]`` (:func:`algorithms.lowrank_sdp.solve_robust_lowrank`),
     with ``lambda`` the inner maximiser itself; ``"scs"`` and ``"clarabel"`` solve the
     formulation below.
+
+    One piece: most of its length is this derivation; the code is the scaling above and one
+    cvxpy program of a few lines, with the dual read back from its Schur constraint.
     """
     if method not in ("reh", "rod"):
         raise ValueError(f"unknown SDP method {method!r}: use 'reh' or 'rod'")
