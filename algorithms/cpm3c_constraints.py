@@ -447,6 +447,7 @@ def first_constraint(F: np.ndarray, start_labels: np.ndarray | None) -> Constrai
     first, _ = most_violated_constraint(F, start_labels)
     return first if first.index.size else _constraint_on_every_point(F)
 
+
 # ---------------------------------------------------------------------------------------------
 # float32 coordinates: products and centring in float64
 # ---------------------------------------------------------------------------------------------

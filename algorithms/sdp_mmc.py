@@ -45,10 +45,9 @@ Solver: ``"lowrank"`` (default; every solve of (3.5)) is the Burer-Monteiro augm
 of :mod:`algorithms.lowrank_sdp` on ``M = V V^T`` with a certified duality gap (reported as
 ``certificate_``), and unsupervised (4.8) in its collapsed form on a nonnegative factor of
 ``[[1, sqrt(k) d^T], [sqrt(k) d, M]]`` (:func:`algorithms.lowrank_sdp.solve_multiclass_lowrank`);
-(4.8) with partial labels goes to SCS. ``"scs"`` and
-``"clarabel"`` are the reference formulations below: cvxpy with SCS (first-order) or Clarabel
-(interior point), whose dense n^2 x n^2 KKT system rules it out beyond about n = 100
-(:mod:`algorithms.sdp_mmc_programs`). Labels
+(4.8) with partial labels goes to SCS. ``"scs"`` and ``"clarabel"`` are the reference
+formulations of :mod:`algorithms.sdp_mmc_programs`: cvxpy with SCS (first-order) or Clarabel
+(interior point), whose dense n^2 x n^2 KKT system rules it out beyond about n = 100. Labels
 need only the leading structure of ``M``, so SCS runs at a loose tolerance (1e-3), which needs
 several times fewer iterations than its default and gives the same labels. Each fit is a single
 solve, so there is nothing to warm-start from. Every solve's status is
