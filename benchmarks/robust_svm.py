@@ -38,6 +38,17 @@ C_GRID = (1e-4, 1e-2, 1.0, 1e2, 1e4)  # C = 1 / beta for the thesis' beta grid
 SVM_MAX_ITER = 10_000_000
 
 
+def ring_draw(seed: int, radius: float, n_outliers: int):
+    """Section 6.5 at the size of the tests: 20 training points per class and ``n_outliers`` on
+    the ring of ``radius``, 1,000 test points per class; returns ``X, y, is_outlier, X_test,
+    y_test``."""
+    rng = np.random.RandomState(seed)
+    X, y, is_outlier = gaussians_with_ring_outliers(rng, radius=radius, n_per_class=20,
+                                                    n_outliers=n_outliers)
+    X_test, y_test = gaussian_test_set(rng, n_per_class=1000)
+    return X, y, is_outlier, X_test, y_test
+
+
 def interval(values) -> str:
     values = np.asarray(values, dtype=float)
     half = 1.96 * values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else 0.0

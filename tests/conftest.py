@@ -210,23 +210,12 @@ def digits():
 @pytest.fixture(scope="session")
 def fitted_on_digits(digits):
     """``fit(estimator, classes)``: a clone of ``estimator`` fitted on the digits of ``classes``,
-    once per session for the same estimator class, parameters and classes. A paper row that
-    several tests assert (a Table 1 pair, its margin over k-means, the mean over the 45 pairs)
-    is fitted once; the estimator returned is shared, so a test reads it and never refits it."""
-    from sklearn.base import clone
+    once per session for the same estimator class, parameters and classes
+    (``benchmarks.paper_tables.fits_on_digits``); the estimator returned is shared, so a test
+    reads it and never refits it."""
+    from benchmarks.paper_tables import fits_on_digits
 
-    from tests.baselines import digit_subset
-
-    cache = {}
-
-    def fit(estimator, classes):
-        key = (type(estimator).__qualname__, tuple(classes),
-               repr(sorted(estimator.get_params().items())))
-        if key not in cache:
-            cache[key] = clone(estimator).fit(digit_subset(digits, classes)[0])
-        return cache[key]
-
-    return fit
+    return fits_on_digits(digits)
 
 
 @pytest.fixture(scope="session")

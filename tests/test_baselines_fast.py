@@ -34,8 +34,8 @@ def test_itersvr_beats_k_means_on_the_table_1_digits(digits, fitted_on_digits, c
     assert clustering_error(y, labels) <= baseline - margin + 1e-9, baseline
 
 
-# CPM3C with the paper's setting (linear, k-means starts), as test_digit_pairs_match_table_2 and
-# the 8-9 linear test:
+# CPM3C with the paper's setting (linear, k-means starts), as Table 2's named pairs in
+# benchmarks/paper_tables.py:
 # 3-8 4.2 / 5.32, 1-7 0 / 0 (a tie), 2-7 0 / 3.09, 8-9 4.24 / 8.76.
 @pytest.mark.parametrize(
     ("classes", "margin"), [((3, 8), 0.005), ((1, 7), 0.0), ((2, 7), 0.02), ((8, 9), 0.03)],

@@ -1,13 +1,14 @@
-"""iterSVR against its paper (Zhang, Tsang & Kwok 2007): Tables 1 and 2 on the UCI digits.
+"""iterSVR (Zhang, Tsang & Kwok 2007) on the UCI digits: recursive bisection, the out-of-sample
+SVM, the large-n path against k-means, the bias search of problem (8), the portable model and
+scikit-learn's checks. The paper's Tables 1 and 2 (the 45 digit pairs) are checked by
+``python -m benchmarks.paper_tables``.
 
-``sklearn.datasets.load_digits`` is the UCI optical digits test set the paper uses. The paper rows
-run with the paper's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C =
-500,
+``sklearn.datasets.load_digits`` is the UCI optical digits test set the paper uses. The digit fits
+use the paper's settings (``PAPER_PARAMS``: gamma="paper", sigma = 3 D, k-means starts; C = 500,
 l = 0.03 n, 10 restarts are the defaults), random_state=0. The defaults (local-scaling width,
 spectral starts) are checked against scikit-learn's clusterers in tests/test_defaults.py.
 """
 
-import itertools
 import pickle
 
 import numpy as np
@@ -21,39 +22,6 @@ from algorithms.itersvr import PAPER_SETTING as PAPER_PARAMS
 from algorithms.itersvr import IterSVR, balanced_bias_search
 from algorithms.metrics import clustering_error
 from tests.baselines import digit_subset, kmeans_error
-
-
-@pytest.fixture(scope="module")
-def pair_errors(digits, fitted_on_digits):
-    """Clustering error of iterSVR (the paper's setting, random_state=0) on each of the 45 digit
-    pairs, fitted once: Table 1's named pairs are rows of the same Table 2 run."""
-    errors = {}
-    for classes in itertools.combinations(range(10), 2):
-        _, y = digit_subset(digits, classes)
-        est = fitted_on_digits(IterSVR(random_state=0, **PAPER_PARAMS), classes)
-        errors[classes] = clustering_error(y, est.labels_)
-    return errors
-
-
-# The paper's Table 1, iterSVR column: 3-8 3.36 %, 1-7 0.55 %, 2-7 0.0 %, 8-9 3.67 %. The bounds
-# are the acceptance levels: the paper's number plus about one point for 3-8, 1-7 and 2-7. The
-# margins over k-means on the same pairs: tests/test_baselines_fast.py.
-@pytest.mark.parametrize(
-    ("classes", "max_error"),
-    [((3, 8), 0.044), ((1, 7), 0.010), ((2, 7), 0.010), ((8, 9), 0.047)],
-)
-def test_digit_pairs_match_table_1(pair_errors, classes, max_error):
-    assert pair_errors[classes] <= max_error
-
-
-def test_mean_error_over_all_45_digit_pairs_matches_table_2(digits, pair_errors):
-    # The paper's Table 2: 1.82 % for iterSVR on UCI digits; accepted up to 2.3 %. Baseline: k-means
-    # (10 starts) on the same pairs.
-    assert len(pair_errors) == 45
-    mean = np.mean(list(pair_errors.values()))
-    assert mean <= 0.023
-    kmeans = np.mean([kmeans_error(*digit_subset(digits, classes), 2) for classes in pair_errors])
-    assert mean < kmeans
 
 
 def test_four_digit_classes_by_recursive_bisection(digits, fitted_on_digits):

@@ -162,20 +162,20 @@ def observed_symbol_error(sequences, truth):
     return clustering_error(truth, np.concatenate(sequences))
 
 
-def test_exact_cdhmm_error_on_synthetic_data_beats_the_observed_symbol():
-    # Data3 of Table 5.1 (20 % emission noise), 10 draws: the thesis's bound on CDHMM (25 %), and
-    # the trivial labelling by the observed symbol, which a method must beat to have learned
-    # anything from the chain. The table's rows, Data1 included, are reproduced by
-    # ``python -m benchmarks.m3n`` (docs/algorithms/m3n.md).
-    stay, limit, margin = DATA3, 0.25, 0.01
+def test_exact_cdhmm_beats_the_observed_symbol_on_two_draws_of_data3():
+    # Data3 of Table 5.1 (20 % emission noise), its first two draws: measured 16.25 % and
+    # 13.75 % error against the observed-symbol labelling's 23.75 % and 17.5 %, the trivial
+    # answer a method must beat to have learned anything from the chain. Table 5.1's 10 draws
+    # (the thesis's bound on CDHMM, 25 %) are checked by ``python -m benchmarks.paper_tables``,
+    # its rows printed by ``python -m benchmarks.m3n`` (docs/algorithms/m3n.md).
     errors, baseline = [], []
-    for rep, sequences, truth in draws(stay):
+    for rep, sequences, truth in itertools.islice(draws(DATA3), 2):
         model = UnsupervisedM3N(2, method="exact", random_state=rep).fit(sequences)
         errors.append(clustering_error(truth, np.concatenate(model.labels_)))
         baseline.append(observed_symbol_error(sequences, truth))
-    assert np.mean(errors) <= limit, errors
+    assert np.mean(errors) <= 0.25, errors
     assert np.all(np.array(errors) <= np.array(baseline) + 1e-12), (errors, baseline)
-    assert np.mean(errors) <= np.mean(baseline) - margin, (np.mean(errors), np.mean(baseline))
+    assert np.mean(errors) <= np.mean(baseline) - 0.01, (np.mean(errors), np.mean(baseline))
 
 
 @pytest.mark.parametrize("stay", [DATA1, DATA3])
