@@ -328,11 +328,12 @@ def test_kernel_pca_truncation_keeps_the_leading_components_and_the_papers_width
 @pytest.mark.parametrize("kpca_components", [None, 20])
 def test_float32_coordinates_cluster_and_predict_as_float64_ones(monkeypatch, kpca_components):
     # Large data keeps its Nystrom coordinates as float32, centred in place (FLOAT32_MIN_...):
-    # forced here at 3,000 noisy moons, the fit matches the float64 one and predict reproduces
-    # the labels, so the centring shift is folded back into the model.
+    # forced here at 1,000 noisy moons (the threshold, not the size, picks the path), the fit
+    # matches the float64 one and predict reproduces the labels, so the centring shift is folded
+    # back into the model.
     import algorithms.cpm3c as cpm3c
 
-    X, y = make_moons(3000, noise=0.08, random_state=0)
+    X, y = make_moons(1000, noise=0.08, random_state=0)
     params = {"n_clusters": 2, "random_state": 0, "kpca_components": kpca_components}
     wide = CPM3C(**params).fit(X)
     monkeypatch.setattr(cpm3c, "FLOAT32_MIN_COORDINATES", 1)
@@ -345,10 +346,10 @@ def test_float32_coordinates_cluster_and_predict_as_float64_ones(monkeypatch, kp
 
 def test_binary_form_keeps_its_sums_on_large_data(monkeypatch):
     # From BINARY_SUMS_MIN_POINTS on, the binary form's QPs read kept sums instead of a
-    # combination product: forced at 2,000 points, the same labels as without.
+    # combination product: forced at 600 points, the same labels as without.
     import algorithms.cpm3c_constraints as constraints
 
-    X, y = make_moons(2000, noise=0.08, random_state=1)
+    X, y = make_moons(600, noise=0.08, random_state=1)
     plain = CPM3C(n_clusters=2, random_state=0).fit(X)
     monkeypatch.setattr(constraints, "BINARY_SUMS_MIN_POINTS", 1)
     kept = CPM3C(n_clusters=2, random_state=0).fit(X)
