@@ -33,13 +33,16 @@ os.environ.setdefault("MMC_WORKER_NICENESS", "0")
 HEALING = ("test_hardening_webhooks", "test_self_healing_serve", "test_defaults",
            "test_self_healing_jobs")
 LONGEST_FIRST = (
-    "healing", "test_hardening_fuzz", "test_sklearn_checks",
-    "test_hardening_faults", "test_m3n", "test_hardening_load", "test_lifecycle", "test_sdp_mmc",
-    "test_hardening_bodies", "test_hardening_hostile", "test_service_processes",
-    "test_lowrank_sdp", "test_cli", "test_n_clusters_auto", "test_service", "test_gmmc",
-    "test_robust_svm", "test_svc", "test_store_killed",
-    "test_client", "test_redis_tls", "test_reference", "test_generated_client", "test_cpm3c",
-    "test_itersvr", "test_kubernetes",
+    "healing", "test_hardening_fuzz", "test_hardening_faults", "test_hardening_hostile",
+    "test_request_deadline", "test_store_killed", "test_lifecycle", "test_blob_service",
+    "test_cli", "test_m3n",
+    "test_n_clusters_auto", "test_hardening_bodies", "test_service", "test_sklearn_checks",
+    "test_service_processes", "test_dataset_url", "test_params", "test_lowrank_sdp",
+    "test_client", "test_hardening_load", "test_hardening_tenancy", "test_plots", "test_cpm3c",
+    "test_sdp_mmc", "test_threads", "test_itersvr", "test_gmmc", "test_gmmc_api", "test_svc",
+    "test_webhook_retries", "test_readme_flow", "test_long_poll", "test_full_disk",
+    "test_generated_client", "test_portfolio", "test_robust_svm", "test_blobs",
+    "test_redis_tls", "test_reference", "test_kubernetes",
 )
 
 
