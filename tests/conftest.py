@@ -16,10 +16,10 @@ if str(ROOT) not in sys.path:
 
 from mmc import processes  # noqa: E402
 
-# Workers in the tests keep the priority of the API and of the other test process. Lowered (the
-# default, MMC_WORKER_NICENESS=10), a worker whose job a test waits on gets a tenth of a core
-# while the other test process computes, and the suite would pay for it in waits; the niceness
-# itself is checked in test_service_processes.
+# Workers in the tests keep the priority of the API and of the other test process (the default,
+# MMC_WORKER_NICENESS=0, kept where a caller set another): lowered, a worker whose job a test
+# waits on gets a tenth of a core while the other test process computes, and the suite would
+# pay for it in waits; the niceness itself is checked in test_service_processes.
 os.environ.setdefault("MMC_WORKER_NICENESS", "0")
 
 # Two test processes (``-n 2`` in pyproject.toml). Each module runs whole on one of them, so its

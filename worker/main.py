@@ -134,8 +134,11 @@ def warm_compiled_kernels(processes: int = 1) -> None:
 
 
 def lower_priority(niceness: int) -> None:
-    """Add ``niceness`` to this process's nice value, so that on a machine shared with the API,
-    submits, polls and predicts answer in milliseconds while fits take the CPU left.
+    """Add ``niceness`` to this process's nice value (``MMC_WORKER_NICENESS``), so that fits
+    take only the CPU that other processes leave. Off by default: beside a busy process a fit
+    at niceness 10 gets about a tenth of a core, while at equal priority the API still answers
+    in milliseconds under a full backlog (the scheduler favours its short, waking requests;
+    ``docs/service_performance.md``).
 
     Under the kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``)
     CPU is shared between sessions first and a nice value only orders the processes of one
