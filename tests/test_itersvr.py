@@ -24,6 +24,18 @@ from algorithms.metrics import clustering_error
 from tests.baselines import digit_subset, kmeans_error
 
 
+def test_two_pairs_on_a_line_split_at_the_gap_with_the_margin_computed_by_hand():
+    # Points -2, -1 | 1, 2 and a linear kernel: the widest-margin split is at the gap, where the
+    # hard-margin SVM has w = 1, b = 0 (support vectors -1 and 1, margin 1 on either side), so
+    # the objective 1/2 ||w||^2 is 0.5; cutting an end point off costs more (the gap of 1
+    # between -2 and -1 leaves a margin of 1/2: ||w|| = 2, objective 2).
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0]])
+    est = IterSVR(n_clusters=2, kernel="linear", random_state=0).fit(X)
+    assert est.labels_[0] == est.labels_[1] != est.labels_[2] == est.labels_[3]
+    assert est.objective_ == pytest.approx(0.5, abs=1e-6)
+    assert list(est.predict(np.array([[-1.5], [1.5]]))) == [est.labels_[0], est.labels_[2]]
+
+
 def test_four_digit_classes_by_recursive_bisection(digits, fitted_on_digits):
     _, y = digit_subset(digits, (0, 6, 8, 9))
     est = fitted_on_digits(IterSVR(n_clusters=4, random_state=0, **PAPER_PARAMS), (0, 6, 8, 9))

@@ -23,6 +23,24 @@ SVM_C_GRID = (1e-4, 1e-2, 0.1, 1.0, 1e2)  # the SVM gets its best C on the test 
 REPETITIONS = 10
 
 
+def test_two_pairs_on_a_line_by_hand_no_outlier_and_the_svm_margin():
+    # Points -2, -1 (class 0) and 1, 2 (class 1), linear kernel, C = 1 (beta = 1): no point
+    # need be ablated, and (6.7) is the SVM's beta/2 ||w||^2 + sum hinge, least at w = 1, b = 0
+    # (hinge 0 at every point, as 1 - w for w < 1 costs 2 per unit at the inner pair against
+    # beta w): 0.5. The ramp alternation reaches it exactly, f(x) = x; REH's relaxation of
+    # (6.9) is tight on separable data.
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0]])
+    y = np.array([0, 0, 1, 1])
+    ramp = RobustSVM(method="ramp", C=1.0).fit(X, y)
+    assert list(ramp.labels_) == [0, 0, 1, 1] and ramp.outliers_.size == 0
+    assert ramp.objective_ == pytest.approx(0.5, abs=1e-9)
+    assert ramp.decision_function(np.array([[-1.0], [0.5], [2.0]])) == pytest.approx(
+        [-1.0, 0.5, 2.0], abs=1e-9)
+    reh = RobustSVM(method="reh", C=1.0).fit(X, y)
+    assert list(reh.labels_) == [0, 0, 1, 1] and reh.outliers_.size == 0
+    assert reh.objective_ == pytest.approx(0.5, abs=1e-4)
+
+
 def test_reh_rod_and_ramp_beat_the_svm_and_the_majority_on_a_ring_draw_that_tilts_the_svm():
     # One draw at R = 55 (seed 1002) whose ring outliers pull the SVM's plane: measured SVM
     # 16.3 % at its best C of the grid, REH 3.15 %, ROD 1.9 %, ramp 2.25 % (offset-free), the
