@@ -54,6 +54,20 @@ def paper_cpm3c(**params) -> CPM3C:
     return CPM3C(**{**PAPER_PARAMS, **params})
 
 
+def test_two_pairs_on_a_line_split_at_the_gap_with_the_objective_computed_by_hand():
+    # Points -2, -1 | 1, 2, linear kernel. CPM3C works on x' = (x - mean) / radius with radius^2
+    # the mean squared norm, 2.5: the inner points sit at +-1/sqrt(2.5), so the hard margin of
+    # the split at the gap needs ||w'|| = sqrt(2.5) and problem (11)'s 1/2 ||w'||^2 (no slack)
+    # is 1.25; in the input's units w = 1, b = 0.
+    X = np.array([[-2.0], [-1.0], [1.0], [2.0]])
+    est = CPM3C(n_clusters=2, kernel="linear", random_state=0).fit(X)
+    assert est.labels_[0] == est.labels_[1] != est.labels_[2] == est.labels_[3]
+    assert est.objective_ == pytest.approx(1.25, abs=1e-6)
+    assert abs(est.coef_.ravel()) == pytest.approx([1.0], abs=1e-6)
+    assert est.intercept_ == pytest.approx([0.0], abs=1e-6)
+    assert list(est.predict(np.array([[-1.5], [1.5]]))) == [est.labels_[0], est.labels_[2]]
+
+
 @pytest.mark.parametrize(("n_clusters", "classes"), [(2, (3, 8)), (4, (0, 6, 8, 9))])
 def test_sparse_and_dense_input_give_the_same_labels(digits, fitted_on_digits, n_clusters,
                                                     classes):

@@ -38,6 +38,19 @@ from tests.baselines import kmeans_error
 
 # --- thesis Table 3.1 (two-class clustering, error %) -------------------------------------------
 
+@pytest.mark.parametrize(("points", "omega"), [((-2, -1, 1, 2), 0.0125), ((-3, -1, 1, 3), 0.025)])
+def test_two_pairs_on_a_line_split_at_the_gap_with_omega_computed_by_hand(points, omega):
+    # Linear kernel scaled to trace(K) = n: the points become x / rms(x), so the inner pair sits
+    # at +-1/sqrt(2.5) (points -2, -1, 1, 2) or +-1/sqrt(5) (-3, -1, 1, 3). The split at the gap
+    # is separable; its hard margin needs ||w||^2 = 2.5 or 5, and (3.5)'s omega at C = 100 is
+    # beta/2 ||w||^2 = 0.005 ||w||^2, the relaxation being tight.
+    X = np.array(points, dtype=float)[:, None]
+    est = SDPMMC(n_clusters=2, kernel="linear", random_state=0).fit(X)
+    assert est.labels_[0] == est.labels_[1] != est.labels_[2] == est.labels_[3]
+    assert est.objective_ == pytest.approx(omega, rel=1e-4)
+    assert list(est.predict(np.array([[-1.5], [1.5]]))) == [est.labels_[0], est.labels_[2]]
+
+
 def test_two_gaussians_error_at_most_2_5_percent():
     # Thesis Table 3.1 "Gaussians": 1.2 %. Two unit Gaussians 4 sd apart, 40 points each,
     # numpy default_rng(2) (benchmarks.gmmc.two_gaussians): Bayes error 2.3 %, the accepted 2.5 %.

@@ -64,6 +64,22 @@ def check_proposition_2_1(model, n):
     assert model.n_bounded_ < inverse_c
 
 
+def test_two_far_pairs_give_the_sphere_and_the_contours_computed_by_hand():
+    # Points 0, 1 | 10, 11 at q = 1: K = e^-1 within a pair and below e^-81 across. The four
+    # points are alike by symmetry, so (11)'s beta is 1/4 each (all on the sphere, none bounded:
+    # C = 1 > 1/4) and the dual value 1 - beta^T K beta is 1 - (1 + e^-1) / 4. The midpoint
+    # of a pair lies inside (squared distance 1 - e^-0.25 + (1 + e^-1) / 4 = 0.563 against
+    # R^2 = 0.658), the middle of the gap outside (about 1.342): one cluster per pair.
+    X = np.array([[0.0], [1.0], [10.0], [11.0]])
+    est = SupportVectorClustering(gamma=1.0, n_clusters=None, random_state=0).fit(X)
+    value = 1 - (1 + np.exp(-1.0)) / 4
+    assert est.objective_ == pytest.approx(value, abs=1e-6)
+    assert est.radius_ == pytest.approx(np.sqrt(value), abs=1e-6)
+    assert est.n_bounded_ == 0
+    assert est.labels_[0] == est.labels_[1] != est.labels_[2] == est.labels_[3]
+    assert list(est.predict(np.array([[0.5], [10.5]]))) == [est.labels_[0], est.labels_[2]]
+
+
 def test_iris_three_components_at_the_paper_q_misclassifies_at_most_five(iris):
     X, y = iris_pcs(iris, 3)
     labels = {}
