@@ -25,7 +25,7 @@ from sklearn.metrics.pairwise import euclidean_distances, linear_kernel
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 
-from algorithms.threads import small_problem_threads
+from algorithms.threads import compute_threads, small_problem_threads
 
 KernelName = Literal["rbf", "linear"]
 KERNELS: tuple[str, ...] = ("rbf", "linear")
@@ -423,10 +423,12 @@ def rbf_sums(X: np.ndarray, Y: np.ndarray, gamma: float, weights: np.ndarray) ->
 
 
 def _in_bands(fill, rows: tuple[np.ndarray, ...], args: tuple, out: np.ndarray) -> None:
-    """``fill(*rows, *args, out)`` on every core: the compiled loops release the GIL, so
-    threads fill bands of rows of ``out`` (from the same bands of ``rows``) side by side."""
+    """``fill(*rows, *args, out)`` on :func:`~algorithms.threads.compute_threads` threads: the
+    compiled loops release the GIL, so threads fill bands of rows of ``out`` (from the same
+    bands of ``rows``) side by side; a row's values do not depend on the bands."""
     n = out.shape[0]
-    bands = max(1, min(os.cpu_count() or 1, n // 256))
+    threads = compute_threads()
+    bands = max(1, min(threads, n // 256))
     if bands == 1:
         fill(*rows, *args, out)
         return
@@ -436,14 +438,15 @@ def _in_bands(fill, rows: tuple[np.ndarray, ...], args: tuple, out: np.ndarray) 
         part = slice(edges[b], edges[b + 1])
         fill(*(M[part] for M in rows), *args, out[part])
 
-    list(_band_threads(os.getpid()).map(band, range(bands)))
+    list(_band_threads(os.getpid(), threads).map(band, range(bands)))
 
 
 @functools.cache
-def _band_threads(pid: int) -> ThreadPoolExecutor:
-    """One pool for :func:`_in_bands` per process (``pid``: a forked child, whose copy of its
-    parent's pool has no threads, makes its own), kept: a fit may call it thousands of times."""
-    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="kernel-band")
+def _band_threads(pid: int, threads: int) -> ThreadPoolExecutor:
+    """One pool of ``threads`` for :func:`_in_bands` per process (``pid``: a forked child, whose
+    copy of its parent's pool has no threads, makes its own), kept: a fit may call it thousands
+    of times."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="kernel-band")
 
 
 @functools.cache

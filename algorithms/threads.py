@@ -75,11 +75,33 @@ def share_of_cpus(processes: int) -> int:
     return max(usable_cpus() // max(processes, 1), 1)
 
 
+# The limit of limit_process_threads, inherited by forked children; None: no limit was set.
+_process_threads: int | None = None
+
+
 def limit_process_threads(threads: int) -> None:
     """At most ``threads`` BLAS and OpenMP threads in this process and the ones it forks: the
     libraries loaded now through threadpoolctl, those loaded later through their environment
-    variables. :func:`small_problem_threads` still goes down to one within it, and restores
-    this limit after. (The numba kernels are serial: numba starts no threads of its own.)"""
+    variables, and the threads of the compiled kernels' own parallel loops
+    (:func:`compute_threads`). :func:`small_problem_threads` still goes down to one within it,
+    and restores this limit after. (The numba kernels are serial: numba starts no threads of
+    its own.)"""
+    global _process_threads
     for name in THREAD_ENVIRONMENT:
         os.environ[name] = str(threads)
     _thread_pools().limit(limits=threads)
+    _process_threads = max(int(threads), 1)
+
+
+def compute_threads() -> int:
+    """Threads for a fit's own parallel loops (the compiled kernels run in bands of rows on
+    threads that release the GIL): the limit of :func:`limit_process_threads` where one was
+    set (a worker's share of the CPUs), else the CPUs this process may use
+    (:func:`usable_cpus`: its affinity and its container's CPU quota, not the host's cores)."""
+    return _process_threads if _process_threads is not None else _usable_cpus_of(os.getpid())
+
+
+@functools.cache
+def _usable_cpus_of(pid: int) -> int:
+    # Read once per process: the loops ask thousands of times in a fit.
+    return usable_cpus()

@@ -73,3 +73,40 @@ def test_a_worker_limits_its_pools_to_its_share_of_its_cpus():
 def test_mmc_threads_per_job_overrides_the_share():
     limited = worker_threads({"MMC_THREADS_PER_JOB": "3", "MMC_LOCAL_WORKERS": "8"})
     assert limited == {"threads": 3, "omp": "3", "pools": [3]}
+
+
+def compiled_bands(limit: int | None) -> dict:
+    """In a fresh process (optionally after ``limit_process_threads(limit)``): the threads the
+    compiled kernels' loops may use, and the bands a kernel sum of 4,096 rows (``rbf_sums``)
+    was filled in, one per thread."""
+    code = (
+        "import json\n"
+        "import numpy as np\n"
+        "import algorithms.kernels as kernels\n"
+        "from algorithms.threads import compute_threads, limit_process_threads, usable_cpus\n"
+        f"{'' if limit is None else f'limit_process_threads({limit})'}\n"
+        "bands = []\n"
+        "compiled = kernels.compiled_rbf_sums()\n"
+        "def fill(*args):\n"
+        "    bands.append(len(args[-1]))\n"
+        "    compiled(*args)\n"
+        "kernels.compiled_rbf_sums = lambda: fill\n"
+        "X = np.random.default_rng(0).normal(size=(4096, 3))\n"
+        "sums = kernels.rbf_sums(X, X[:50], 0.5, np.ones(50))\n"
+        "kernels.compiled_rbf_sums = lambda: compiled\n"
+        "assert np.allclose(sums, kernels.rbf_sums(X, X[:50], 0.5, np.ones(50)))\n"
+        "print(json.dumps({'threads': compute_threads(), 'bands': len(bands),\n"
+        "                  'cpus': usable_cpus()}))\n")
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    result = subprocess.run([sys.executable, "-c", code], env=clean, cwd=ROOT,
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def test_the_compiled_kernels_loops_keep_to_the_process_limit():
+    # A worker's share of one thread: one band, where the machine's cores would oversubscribe
+    # the CPUs the worker shares with others (or a container's quota, below the host's cores).
+    assert compiled_bands(1) == {"threads": 1, "bands": 1, "cpus": usable_cpus()}
+    unlimited = compiled_bands(None)
+    assert unlimited["threads"] == unlimited["cpus"] == usable_cpus()
+    assert unlimited["bands"] == min(usable_cpus(), 16)
