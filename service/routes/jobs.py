@@ -86,23 +86,30 @@ def epoch(moment: datetime | None) -> float | None:
     return moment.timestamp()
 
 
-def build_router(job_request: type[BaseModel]) -> APIRouter:
-    router = APIRouter(prefix="/v1/jobs", tags=["jobs"],
-                       dependencies=[Depends(api_key_header), Depends(bearer)])
+_CALLER = [Depends(api_key_header), Depends(bearer)]
+# The routes that read or change a job: the request model plays no part in them.
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=_CALLER)
 
-    @router.post("", status_code=202, response_model=JobResource,
-                 openapi_extra=json_body_openapi(job_request, JOB_EXAMPLES),
-                 responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
-                                                 "job it created).",
-                                  "links": links("job_id", "$response.body#/id",
-                                                 "get_job",
-                                                 "cancel_job",
-                                                 "get_result"),
-                                  "headers": {
-                     "Location": header("Path of the job, /v1/jobs/{id}."),
-                     "Idempotent-Replayed": header("'true' when an earlier request with this "
-                                                   "Idempotency-Key created the job.")}},
-                     **problem_responses(404, 409, 413, 415, 422, 429)})
+
+def build_router(job_request: type[BaseModel]) -> APIRouter:
+    """The jobs routes: the submit, whose body is ``job_request`` (the union of the registry's
+    algorithms, built at app creation), then the module's :data:`router`."""
+    jobs = APIRouter()
+
+    @jobs.post("/v1/jobs", status_code=202, response_model=JobResource, tags=["jobs"],
+               dependencies=_CALLER,
+               openapi_extra=json_body_openapi(job_request, JOB_EXAMPLES),
+               responses={202: {"description": "Queued (or, with a known Idempotency-Key, the "
+                                               "job it created).",
+                                "links": links("job_id", "$response.body#/id",
+                                               "get_job",
+                                               "cancel_job",
+                                               "get_result"),
+                                "headers": {
+                   "Location": header("Path of the job, /v1/jobs/{id}."),
+                   "Idempotent-Replayed": header("'true' when an earlier request with this "
+                                                 "Idempotency-Key created the job.")}},
+                   **problem_responses(404, 409, 413, 415, 422, 429)})
     async def create_job(
         request: Request,
         response: Response,
@@ -134,82 +141,84 @@ def build_router(job_request: type[BaseModel]) -> APIRouter:
             metrics.job_created(record["algorithm"])
         return render_job(record)
 
-    @router.get("", response_model=JobPage, responses=problem_responses(422))
-    def list_jobs(
-        settings: AppSettings,
-        job_service: AppJobService,
-        caller: Caller,
-        offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
-        limit: Annotated[int, Query(ge=1, le=1000)] = 20,
-        status: Annotated[list[str] | None, Query(
-            description="Only jobs in these statuses: repeat the parameter or separate them "
-                        "by commas (status=queued,running).")] = None,
-        algorithm: Annotated[str | None, Query(description="Only jobs of this algorithm.")
-                             ] = None,
-        created_after: Annotated[datetime | None, Query(
-            description="Only jobs created (queued_at) after this ISO 8601 time; UTC when it "
-                        "names no zone.")] = None,
-        created_before: Annotated[datetime | None, Query(
-            description="Only jobs created before this ISO 8601 time.")] = None,
-    ):
-        """The caller's jobs, newest first; ``total`` counts those that match the filters."""
-        limit = min(limit, settings.page_size_max)
-        records, total = job_service.list(
-            caller, offset, limit, statuses=job_status_filter(status),
-            algorithm=algorithm_filter(algorithm), created_after=epoch(created_after),
-            created_before=epoch(created_before))
-        return {"items": [render_job(r) for r in records], "total": total,
-                "offset": offset, "limit": limit}
+    jobs.include_router(router)
+    return jobs
 
-    @router.get("/{job_id}", response_model=JobResource, responses=problem_responses(404, 422))
-    async def get_job(
-        job_id: JobIdPath,
-        request: Request,
-        job_service: AppJobService,
-        job_events: AppJobEvents,
-        caller: Caller,
-        wait: Annotated[float | None, Query(
-            gt=0, le=MAX_WAIT_SECONDS,
-            description="Long poll: answer as soon as the job's status differs from the one "
-                        "it had when the request arrived, or after this many seconds (at most "
-                        "60); a finished job answers at once.")] = None,
-        until: Annotated[Literal["change", "finished"], Query(
-            description="With `wait`: answer at the first status change (`change`, the "
-                        "default) or only once the job has finished: succeeded, failed or "
-                        "canceled (`finished`).")] = "change",
-    ):
-        """Status, progress, timing, and the error when it failed."""
-        record = await read_job(job_service, job_id, caller)
-        if wait is not None:
-            record = await wait_for_change(job_events, request, job_id, record, wait,
-                                           lambda: read_job(job_service, job_id, caller),
-                                           until_finished=until == "finished")
-        return render_job(record)
 
-    @router.delete("/{job_id}", response_model=JobResource,
-                   responses=problem_responses(404, 409, 422))
-    def cancel_job(job_id: JobIdPath, job_service: AppJobService, caller: Caller):
-        """Cancel a queued or running job; a finished job is a 409."""
-        return render_job(job_service.cancel(job_id, caller))
+@router.get("", response_model=JobPage, responses=problem_responses(422))
+def list_jobs(
+    settings: AppSettings,
+    job_service: AppJobService,
+    caller: Caller,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,  # past Redis range: 422, not 503
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    status: Annotated[list[str] | None, Query(
+        description="Only jobs in these statuses: repeat the parameter or separate them "
+                    "by commas (status=queued,running).")] = None,
+    algorithm: Annotated[str | None, Query(description="Only jobs of this algorithm.")
+                         ] = None,
+    created_after: Annotated[datetime | None, Query(
+        description="Only jobs created (queued_at) after this ISO 8601 time; UTC when it "
+                    "names no zone.")] = None,
+    created_before: Annotated[datetime | None, Query(
+        description="Only jobs created before this ISO 8601 time.")] = None,
+):
+    """The caller's jobs, newest first; ``total`` counts those that match the filters."""
+    limit = min(limit, settings.page_size_max)
+    records, total = job_service.list(
+        caller, offset, limit, statuses=job_status_filter(status),
+        algorithm=algorithm_filter(algorithm), created_after=epoch(created_after),
+        created_before=epoch(created_before))
+    return {"items": [render_job(r) for r in records], "total": total,
+            "offset": offset, "limit": limit}
 
-    @router.get("/{job_id}/result", response_model=JobResult, responses={
-        200: {"description": "The result.", "links": links(
-            "model_id", "$response.body#/model_id", "get_model",
-            "export_model",
-            "predict")},
-        **problem_responses(404, 409, 422)})
-    def get_result(job_id: JobIdPath, job_service: AppJobService, stores: AppStores,
-                   caller: Caller):
-        """Labels, decision values, algorithm extras and the model id of a succeeded job."""
-        record = job_service.get(job_id, caller)
-        if record["status"] != JobStatus.SUCCEEDED:
-            detail = f"job {job_id} is {record['status']}; a result exists once it has succeeded"
-            if record.get("error"):
-                detail += f" (error: {record['error']['message']})"
-            raise ProblemError(409, detail)
-        result = stores.jobs.get_result(job_id)
-        if result is None:
-            raise ProblemError(404, f"the result of job {job_id} has expired")
-        return {**result, "id": job_id}
+@router.get("/{job_id}", response_model=JobResource, responses=problem_responses(404, 422))
+async def get_job(
+    job_id: JobIdPath,
+    request: Request,
+    job_service: AppJobService,
+    job_events: AppJobEvents,
+    caller: Caller,
+    wait: Annotated[float | None, Query(
+        gt=0, le=MAX_WAIT_SECONDS,
+        description="Long poll: answer as soon as the job's status differs from the one "
+                    "it had when the request arrived, or after this many seconds (at most "
+                    "60); a finished job answers at once.")] = None,
+    until: Annotated[Literal["change", "finished"], Query(
+        description="With `wait`: answer at the first status change (`change`, the "
+                    "default) or only once the job has finished: succeeded, failed or "
+                    "canceled (`finished`).")] = "change",
+):
+    """Status, progress, timing, and the error when it failed."""
+    record = await read_job(job_service, job_id, caller)
+    if wait is not None:
+        record = await wait_for_change(job_events, request, job_id, record, wait,
+                                       lambda: read_job(job_service, job_id, caller),
+                                       until_finished=until == "finished")
+    return render_job(record)
 
-    return router
+@router.delete("/{job_id}", response_model=JobResource,
+               responses=problem_responses(404, 409, 422))
+def cancel_job(job_id: JobIdPath, job_service: AppJobService, caller: Caller):
+    """Cancel a queued or running job; a finished job is a 409."""
+    return render_job(job_service.cancel(job_id, caller))
+
+@router.get("/{job_id}/result", response_model=JobResult, responses={
+    200: {"description": "The result.", "links": links(
+        "model_id", "$response.body#/model_id", "get_model",
+        "export_model",
+        "predict")},
+    **problem_responses(404, 409, 422)})
+def get_result(job_id: JobIdPath, job_service: AppJobService, stores: AppStores,
+               caller: Caller):
+    """Labels, decision values, algorithm extras and the model id of a succeeded job."""
+    record = job_service.get(job_id, caller)
+    if record["status"] != JobStatus.SUCCEEDED:
+        detail = f"job {job_id} is {record['status']}; a result exists once it has succeeded"
+        if record.get("error"):
+            detail += f" (error: {record['error']['message']})"
+        raise ProblemError(409, detail)
+    result = stores.jobs.get_result(job_id)
+    if result is None:
+        raise ProblemError(404, f"the result of job {job_id} has expired")
+    return {**result, "id": job_id}
