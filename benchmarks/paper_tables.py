@@ -306,8 +306,8 @@ def test_kernel_learning_error_is_within_two_points_of_table_1(name, make, paper
 
 @pytest.mark.xfail(strict=True, reason=(
     "accepted deviation: (12) maximizes sum(gamma) over beta, which favours the flattest (widest) "
-    "kernel, while two concentric circles need the narrowest width; the normalizations and "
-    "lifts tried are in docs/history/gmmc_kernel_learning_readings.md"))
+    "kernel, while two concentric circles need the narrowest width (measured in "
+    "docs/algorithms/gmmc.md)"))
 def test_kernel_learning_separates_two_circles_as_in_table_1():
     X, y = two_circles()
     model = GMMC(kernel_learning=True, random_state=0, **PAPER_SETTING).fit(X)
