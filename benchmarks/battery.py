@@ -146,12 +146,17 @@ def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else float("nan")
 
 
+def column_label(column: tuple[str, str]) -> str:
+    """A column's name in the tables: the method or peer, "auto" after a method's k-free run."""
+    kind, name = column
+    return f"{name} auto" if kind == "auto" else name
+
+
 def markdown(sets: list[BatterySet], table: dict[tuple[str, str], dict[str, Fit]],
              columns: list[tuple[str, str]]) -> list[str]:
     """ARI per set and column, then the means, and wins/ties/losses against Genie and against
     the per-set best peer."""
-    head = ["set", "n", "k"] + [name if kind != "auto" else f"{name} auto"
-                                for kind, name in columns]
+    head = ["set", "n", "k"] + [column_label(column) for column in columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for data in sets:
         row = [data.name, str(data.X.shape[0]), str(data.n_clusters)]
@@ -187,8 +192,8 @@ def summary(groups: dict[str, list[BatterySet]], table, columns) -> list[str]:
                 diffs = np.array([f.ari for f in fits]) - np.array(reference)
                 record.append(f"{int(np.sum(diffs > 0.01))}/{int(np.sum(abs(diffs) <= 0.01))}/"
                               f"{int(np.sum(diffs < -0.01))}")
-            label = column[1] + (" auto" if column[0] == "auto" else "")
-            lines.append(f"| {group} ({len(sets)}) | {label} | {_mean([f.ari for f in fits]):.3f}"
+            lines.append(f"| {group} ({len(sets)}) | {column_label(column)}"
+                         f" | {_mean([f.ari for f in fits]):.3f}"
                          f" | {record[0]} | {record[1]} | {sum(f.seconds for f in fits):.0f}"
                          f" | {max(f.seconds for f in fits):.1f} |")
         best = [max(table[("peer", p)][d.name].ari for p in PEERS) for d in sets]
@@ -212,9 +217,8 @@ def slow_fits(sets: list[BatterySet], table, columns) -> list[str]:
     lines = [f"{fits} took longer than {SLOW_FIT_SECONDS:.0f} s:", "",
              "| set | n | column | seconds |", "|---|---|---|---|"]
     sizes = {d.name: d.X.shape[0] for d in sets}
-    for seconds, name, (kind, method) in slow:
-        label = method + (" auto" if kind == "auto" else "")
-        lines.append(f"| {name} | {sizes[name]} | {label} | {seconds:.1f} |")
+    for seconds, name, column in slow:
+        lines.append(f"| {name} | {sizes[name]} | {column_label(column)} | {seconds:.1f} |")
     return lines
 
 

@@ -55,7 +55,12 @@ def worker_threads(env: dict[str, str], affinity: set[int] | None = None) -> dic
         "  'pools': sorted({pool['num_threads'] for pool in threadpool_info()})}))\n")
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith("MMC_") and not k.endswith("_NUM_THREADS")}
-    result = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, cwd=ROOT,
+    return printed_json(code, {**clean, **env})
+
+
+def printed_json(code: str, env: dict[str, str]) -> dict:
+    """What ``code``, run in a fresh Python with ``env``, printed as JSON."""
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT,
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -97,10 +102,8 @@ def compiled_bands(limit: int | None) -> dict:
         "assert np.allclose(sums, kernels.rbf_sums(X, X[:50], 0.5, np.ones(50)))\n"
         "print(json.dumps({'threads': compute_threads(), 'bands': len(bands),\n"
         "                  'cpus': usable_cpus()}))\n")
-    clean = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    result = subprocess.run([sys.executable, "-c", code], env=clean, cwd=ROOT,
-                            capture_output=True, text=True, check=True)
-    return json.loads(result.stdout)
+    return printed_json(code, {k: v for k, v in os.environ.items()
+                               if not k.endswith("_NUM_THREADS")})
 
 
 def test_the_compiled_kernels_loops_keep_to_the_process_limit():
