@@ -737,10 +737,11 @@ class JobStore:
                           attempt: str | None = None) -> dict[str, Any]:
         """Write the result's labels and decision values to the blob of this ``attempt``
         (durably, before the job's record can say succeeded) and return the result for
-        :meth:`transition`, which names that blob instead of holding them."""
+        :meth:`transition`, which names that blob instead of holding them. Arrays (see
+        :func:`result_bulk_chunks`) are written as they are, without Python lists."""
         blob = BlobKeys.result(owner, job_id, attempt)
         bulk = {name: result.get(name) for name in self.bulk_result_fields}
-        self.lifetimes.put(Keys.result(job_id), blob, json.dumps(bulk).encode(), self.ttl)
+        self.lifetimes.put(Keys.result(job_id), blob, result_bulk_chunks(bulk), self.ttl)
         rest = {name: value for name, value in result.items()
                 if name not in self.bulk_result_fields}
         return {**rest, "blob": blob}
@@ -750,7 +751,8 @@ class JobStore:
         self.lifetimes.remove(Keys.result(job_id), stored["blob"])
 
     def get_result(self, job_id: str) -> dict[str, Any] | None:
-        """The result with its labels and decision values (``None`` once it has expired)."""
+        """The result with its labels and decision values as JSON values (``None`` once it has
+        expired), from a blob in either format of :func:`result_bulk_chunks`."""
         raw = self.redis.get(Keys.result(job_id))
         if raw is None:
             return None
@@ -759,7 +761,42 @@ class JobStore:
         if blob is None:
             return result
         payload = read(self.blobs, blob)
-        return None if payload is None else {**result, **json.loads(payload)}
+        return None if payload is None else {**result, **read_result_bulk(payload)}
+
+
+def as_json(value: Any) -> Any:
+    """``value`` with its arrays (also inside lists and tuples) as lists."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [as_json(v) for v in value]
+    return value
+
+
+def result_bulk_chunks(bulk: dict[str, Any]) -> Chunks:
+    """The blob of a result's labels and decision values (:attr:`JobStore.bulk_result_fields`).
+
+    Labels in one array, with decision values in one array or ``None`` (vector input): the
+    labels' ``.npy`` followed by the decision values' ``.npy`` when there are any, as views of
+    the arrays' buffers. On millions of points the JSON of the same values, and the lists it is
+    made from, are many times the arrays' size. Anything else (the label sequences of sequence
+    input): JSON, the format of every result blob before the arrays' one."""
+    labels, decision = bulk["labels"], bulk["decision_values"]
+    if isinstance(labels, np.ndarray) and (decision is None or isinstance(decision, np.ndarray)):
+        return [*npy_chunks(labels), *([] if decision is None else npy_chunks(decision))]
+    return json.dumps({name: as_json(value) for name, value in bulk.items()}).encode()
+
+
+def read_result_bulk(payload: bytes) -> dict[str, Any]:
+    """The labels and decision values of a blob of :func:`result_bulk_chunks`, as JSON values:
+    what the JSON format held, so the API answers alike for both."""
+    if not payload.startswith(np.lib.format.MAGIC_PREFIX):
+        return json.loads(payload)
+    stream = io.BytesIO(payload)
+    labels = np.lib.format.read_array(stream, allow_pickle=False)
+    decision = (np.lib.format.read_array(stream, allow_pickle=False)
+                if stream.tell() < len(payload) else None)
+    return {"labels": labels.tolist(), "decision_values": as_json(decision)}
 
 
 # ---------------------------------------------------------------------------------------------

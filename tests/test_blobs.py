@@ -220,6 +220,44 @@ def test_a_results_labels_are_a_blob_written_before_the_record(stores, owner):
                                               "model_id": "m"}
 
 
+def _stored_result(stores, owner, labels, decision_values):
+    job_id = f"job{time.monotonic_ns()}"
+    stores.redis.hset(Keys.job(job_id), mapping={"status": json.dumps("running")})
+    stored = stores.jobs.store_result_bulk(job_id, owner, {
+        "labels": labels, "decision_values": decision_values, "model_id": "m"})
+    assert stores.jobs.transition(job_id, (JobStatus.RUNNING,), result=stored,
+                                  status=JobStatus.SUCCEEDED)
+    return job_id, stored["blob"]
+
+
+@pytest.mark.parametrize("decision_values", [
+    None, np.array([-1.5, 0.25, 2.0 / 3.0]), np.array([[0.5, -0.5], [1e-300, 3.0], [-2.0, 1.0]]),
+], ids=["no decision values", "one column", "two columns"])
+def test_a_results_arrays_are_stored_as_npy_and_read_back_as_the_json_lists(
+        stores, owner, decision_values):
+    """Labels and decision values go to the blob as ``.npy`` (no Python lists in the worker),
+    and the result reads back as the same JSON values the JSON blob gave."""
+    labels = np.array([1, 0, 1])
+    job_id, blob = _stored_result(stores, owner, labels, decision_values)
+    assert read(stores.blobs, blob).startswith(np.lib.format.MAGIC_PREFIX)
+    expected = json.loads(json.dumps({
+        "labels": labels.tolist(), "model_id": "m",
+        "decision_values": None if decision_values is None else decision_values.tolist()}))
+    assert stores.jobs.get_result(job_id) == expected
+
+
+def test_a_result_stored_as_json_before_the_npy_format_still_reads(stores, owner):
+    """A blob written by the previous release (JSON) stays readable until it expires; label
+    sequences (sequence input) are still written so."""
+    job_id, blob = _stored_result(stores, owner, [0, 1], None)
+    stores.blobs.put(blob, json.dumps({"labels": [1, 0], "decision_values": [[0.5], [-0.5]]
+                                       }).encode())
+    assert stores.jobs.get_result(job_id) == {"labels": [1, 0], "decision_values": [[0.5], [-0.5]],
+                                              "model_id": "m"}
+    sequences, _ = _stored_result(stores, owner, [np.array([0, 1, 1]), np.array([2])], None)
+    assert stores.jobs.get_result(sequences)["labels"] == [[0, 1, 1], [2]]
+
+
 def test_a_refused_attempt_discards_its_own_labels_not_the_kept_attempts(stores, owner):
     job_id = f"job{time.monotonic_ns()}"
     stores.redis.hset(Keys.job(job_id), mapping={"status": json.dumps("running")})

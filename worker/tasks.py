@@ -13,7 +13,6 @@ import os
 import socket
 import threading
 import time
-from typing import Any
 
 import numpy as np
 from redis import Redis
@@ -77,14 +76,6 @@ def with_blob_retries(action, what: str, waiting=None):
 def _connection() -> Redis:
     job = get_current_job()
     return job.connection if job is not None else Redis.from_url(get_settings().redis_url)
-
-
-def _as_json(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, list | tuple):
-        return [_as_json(v) for v in value]
-    return value
 
 
 def run_job(job_id: str) -> JobStatus | None:
@@ -228,9 +219,11 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
         store_started = time.perf_counter()
         decision = None
         if spec.input_kind == "vectors" and hasattr(estimator, "decision_function"):
-            decision = _as_json(estimator.fit_decision_values(
+            decision = estimator.fit_decision_values(
                 X, DECISION_BLOCK, lambda done, total: progress(
-                    last_step, None, f"decision values of {done:,} of {total:,} points")))
+                    last_step, None, f"decision values of {done:,} of {total:,} points"))
+        n_samples = len(X) if spec.input_kind == "sequences" else int(X.shape[0])
+        del X  # the data is not needed past here: its memory goes before the result is built
         progress(last_step, None, "storing the model and the result")
         meta, arrays = estimator.to_model()
         owner = record.get("owner", "anonymous")
@@ -247,12 +240,13 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
         result = {
             "job_id": job_id,
             "algorithm": spec.name,
-            "labels": _as_json(estimator.labels_),
+            # Arrays as they are: the store writes them without Python lists.
+            "labels": estimator.labels_,
             "decision_values": decision,
             "extras": extras,
             "warnings": list(extras.get("warnings") or []),
             "model_id": model_id,
-            "n_samples": len(X) if spec.input_kind == "sequences" else int(X.shape[0]),
+            "n_samples": n_samples,
         }
         # The labels are durable in the blob store before the record can say succeeded.
         stored = with_blob_retries(lambda: jobs.store_result_bulk(job_id, owner, result, fence),
