@@ -25,6 +25,7 @@ from redis import Redis
 from sklearn.datasets import make_blobs
 
 from core.keys import Keys
+from core.stores import read_result_bulk
 from tests.helpers import wait_for_job
 from tests.s3 import BUCKET, CREDENTIALS, find_weed, spawn_weed
 
@@ -243,10 +244,13 @@ def _bucket(endpoint: str) -> dict[str, bytes]:
 
 def _whole(key: str, body: bytes) -> bool:
     """Whether ``body`` parses as the whole object its key says it is: a dataset's ``.npy``, a
-    model's ``.npz``, a job input's JSON, a result's JSON (under its ``.npz`` name)."""
+    model's ``.npz``, a job input's JSON, a result's ``.npy`` arrays or JSON (under its ``.npz``
+    name)."""
     try:
-        if key.startswith(("inputs/", "results/")):
+        if key.startswith("inputs/"):
             json.loads(body)
+        elif key.startswith("results/"):
+            read_result_bulk(body)
         elif key.startswith("models/"):
             with np.load(io.BytesIO(body), allow_pickle=False) as archive:
                 [archive[name] for name in archive.files]
