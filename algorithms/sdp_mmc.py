@@ -295,7 +295,8 @@ class SDPMMC(MMCEstimatorMixin, ClusterMixin, BaseEstimator):
         Multi-class: the optimal value of the relaxation, ``n - e^T d - <K, M> / (2 beta)``
         unsupervised (:func:`algorithms.sdp_mmc_programs.solve_multiclass_sdp_symmetric`).
     rounded_objective_ : float
-        Two-class with randomized rounding: ``omega(yy^T)`` of the kept labeling.
+        Two-class with randomized rounding: ``omega(yy^T)`` of the labeling the rounding kept
+        (``labels_`` unless the portfolio kept another partition, ``candidate_``).
     candidate_objectives_ : dict
         Two-class with ``spectral_candidate``: ``omega(yy^T)`` of each distinct candidate,
         ``{"relaxation": ..., "spectral": ...}`` (empty when both are one partition).

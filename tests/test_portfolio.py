@@ -186,6 +186,28 @@ def test_outliers_do_not_take_a_cluster_of_their_own():
     assert np.bincount(choice.labels).min() >= 100
 
 
+def test_the_score_does_not_depend_on_the_unit_of_a_feature():
+    X, y = make_blobs(n_samples=300, centers=3, n_features=3, random_state=2)
+    in_other_units = X * np.array([1000.0, 1.0, 0.01])
+    cut = (X[:, 0] > np.median(X[:, 0])).astype(int) + (X[:, 1] > np.median(X[:, 1]))
+    for labels in (y, cut):
+        assert portfolio.PartitionScorer(in_other_units, random_state=0)(labels) == \
+            pytest.approx(portfolio.PartitionScorer(X, random_state=0)(labels), rel=1e-9)
+
+
+def test_a_feature_of_a_large_unit_does_not_decide_the_partition():
+    # Three blobs in four features, and a fifth feature of noise in a unit 1000 times larger:
+    # on the raw kernel the score follows the noise column, on unit-variance columns the blobs.
+    rng = np.random.default_rng(0)
+    X, y = make_blobs(n_samples=450, centers=3, n_features=4, cluster_std=1.0, random_state=3)
+    X = np.column_stack([X, 1000.0 * rng.normal(size=450)])
+    along_noise = np.digitize(X[:, 4], np.quantile(X[:, 4], [1 / 3, 2 / 3]))
+    raw = portfolio.ClusterMargins(_score_features(X), 1.0 / portfolio.SCORE_C)
+    assert raw.summed(along_noise) < raw.summed(y)
+    scorer = portfolio.PartitionScorer(X, random_state=0)
+    assert scorer(y) < scorer(along_noise)
+
+
 def test_a_method_keeps_the_candidate_and_predicts_its_labels():
     X, y = make_moons(n_samples=300, noise=0.05, random_state=0)
     X = np.vstack([X, X + np.array([0.0, 3.0])])  # four moons, two pairs one above the other

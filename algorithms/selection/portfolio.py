@@ -14,7 +14,11 @@ soft-margin objectives,
 scaled to unit mean self-similarity, with the squared hinge of the L2-SVM (whose finite Newton
 solver is fast whatever the overlap), computed for every candidate on one random sample of
 points and one local-scaling RBF kernel, represented by its leading eigenvectors. The candidate
-of the lowest score is kept. A cluster of a few outliers is cheap to cut off by a margin, but
+of the lowest score is kept. The kernel of the score is taken on the sample's columns scaled to
+unit variance (:func:`unit_variance_columns`): a partition is judged by margins that weigh every
+feature alike, so that on tabular data the column of the largest unit (a concentration in mg/l
+beside a ratio) does not decide which partition separates best; the candidates themselves are
+built on the data as given. A cluster of a few outliers is cheap to cut off by a margin, but
 the rest of the data then has one cluster fewer to separate its groups with, and a cluster of
 very few points costs ``||w||^2`` of its own; how the rule fares, on public and held-out data,
 is measured by ``benchmarks/battery.py`` (``docs/battery.md``).
@@ -161,10 +165,11 @@ def distinct_candidates(candidates: Mapping[str, np.ndarray], n_clusters: int
 
 class PartitionScorer:
     """The module's criterion, ``sum_c omega(c vs rest)``, of partitions of ``X``: one random
-    sample of at most ``sample_size`` points and one RBF kernel (``gamma`` by local scaling when
-    not given) serve every partition scored, and a cluster that several partitions share is
-    solved once. A partition of which the sample misses a whole cluster scores ``inf``: a
-    cluster of fewer than about ``n / sample_size`` points is not one the margin can weigh."""
+    sample of at most ``sample_size`` points and one RBF kernel on its unit-variance columns
+    (``gamma`` by local scaling when not given) serve every partition scored, and a cluster that
+    several partitions share is solved once. A partition of which the sample misses a whole
+    cluster scores ``inf``: a cluster of fewer than about ``n / sample_size`` points is not one
+    the margin can weigh."""
 
     def __init__(self, X, *, gamma: float | None = None, C: float = SCORE_C, random_state=None,
                  sample_size: int = SCORE_SAMPLE_SIZE):
@@ -173,6 +178,7 @@ class PartitionScorer:
         self.sample = np.arange(n) if n <= sample_size else np.sort(
             rng.choice(n, sample_size, replace=False))
         Xs = X[self.sample].toarray() if sp.issparse(X) else np.asarray(X)[self.sample]
+        Xs = unit_variance_columns(Xs)
         if gamma is None:
             gamma = local_scaling_gamma(Xs, random_state=rng)
         Z = leading_features(margin_kernel(pairwise_kernel(Xs, kernel="rbf", gamma=gamma)),
@@ -186,6 +192,15 @@ class PartitionScorer:
             return np.inf
         with small_problem_threads():  # products of a few hundred rows: one thread is fastest
             return self._margins.summed(on_sample)
+
+
+def unit_variance_columns(X: np.ndarray) -> np.ndarray:
+    """``X`` with every column of positive variance centred and divided by its standard
+    deviation (constant columns centred only): the margins of an RBF kernel on it do not depend
+    on the unit of any feature."""
+    X = np.asarray(X, dtype=np.float64)
+    spread = X.std(axis=0)
+    return (X - X.mean(axis=0)) / np.where(spread > 0.0, spread, 1.0)
 
 
 def leading_features(K: np.ndarray, rank: int) -> np.ndarray:
