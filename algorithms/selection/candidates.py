@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse import csgraph
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.neighbors import NearestNeighbors, kneighbors_graph
 from sklearn.utils import check_random_state
@@ -280,10 +280,10 @@ def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
 
     The eigenvectors ``x`` of ``L = I - D^-1/2 W D^-1/2`` of smallest eigenvalue (Ng, Jordan and
     Weiss 2002), found by a dense eigensolver on graphs of at most ``DENSE_EIGEN_MAX_N`` points
-    and by ARPACK in shift-invert mode just below 0 (``L`` is singular) above, mapped
-    to ``u = D^-1/2 x`` (Shi and Malik 2000), each ``u`` signed so that its entry of largest
-    magnitude is positive. A graph of several components (well-separated clusters) has a zero
-    eigenvalue per component, and the embedding of its indicators is the partition wanted.
+    and by ARPACK above (:func:`_smallest_eigenvectors_arpack`), mapped to ``u = D^-1/2 x``
+    (Shi and Malik 2000), each ``u`` signed so that its entry of largest magnitude is positive. A
+    graph of several components (well-separated clusters) has a zero eigenvalue per component,
+    and the embedding of its indicators is the partition wanted.
     """
     affinity = 0.5 * (graph + graph.T)
     laplacian, degree_sqrt = csgraph.laplacian(affinity, normed=True, return_diag=True)
@@ -294,12 +294,35 @@ def graph_spectral_embedding(graph: sp.spmatrix, n_components: int,
         if laplacian.shape[0] <= DENSE_EIGEN_MAX_N:  # a dense solve costs less than ARPACK's LU
             vectors = _smallest_eigenvectors_dense(laplacian, n_components)
             return _signed_embedding(vectors, n_components, degree_sqrt)
+        connected = csgraph.connected_components(affinity, directed=False,
+                                                 return_labels=False) == 1
         try:
-            _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0,
-                               v0=start)
+            vectors = _smallest_eigenvectors_arpack(laplacian, n_components, start, connected)
         except RuntimeError:  # ARPACK's failures (ArpackError, ArpackNoConvergence)
             vectors = _smallest_eigenvectors_dense(laplacian, n_components)
     return _signed_embedding(vectors, n_components, degree_sqrt)
+
+
+def _smallest_eigenvectors_arpack(laplacian: sp.csr_matrix, n_components: int,
+                                  start: np.ndarray, connected: bool) -> np.ndarray:
+    """The eigenvectors of the ``n_components`` smallest eigenvalues of the normalized
+    ``laplacian``, ascending, by ARPACK from ``start``.
+
+    On a connected graph, Lanczos on ``I - L`` for its largest eigenvalues: matrix-vector
+    products alone. On a graph of several components the eigenvalue 0 is multiple, which
+    Lanczos from one start vector does not resolve, and shift-invert mode just below 0 (``L`` is
+    singular) finds its eigenvectors; its sparse LU costs little on graphs of low-dimensional
+    data but seconds on the kNN graph of a few thousand points in tens of dimensions, whose
+    factor fills in. Lanczos that does not converge falls back to shift-invert."""
+    if connected:
+        adjacency = sp.identity(laplacian.shape[0], format="csr") - laplacian
+        try:
+            _, vectors = eigsh(adjacency, k=n_components, which="LA", tol=0, v0=start)
+            return vectors[:, ::-1]  # the largest of I - L first: the smallest of L
+        except ArpackNoConvergence:
+            pass
+    _, vectors = eigsh(laplacian, k=n_components, sigma=-1e-5, which="LM", tol=0, v0=start)
+    return vectors
 
 
 def _signed_embedding(vectors: np.ndarray, n_components: int, degree_sqrt: np.ndarray
