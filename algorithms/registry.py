@@ -30,6 +30,7 @@ from algorithms.params.sdp_mmc import (
     SDPMMCParams,
 )
 from algorithms.params.sdp_mmc import partial_labels_problem as sdp_mmc_partial_labels_problem
+from algorithms.params.svc import SAMPLE_SIZE as SVC_SAMPLE_SIZE
 from algorithms.params.svc import SupportVectorClusteringParams, soft_margin_problem
 from algorithms.params.vocabulary import renames
 
@@ -253,8 +254,9 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         timeout_seconds=900,
         check_size=lambda params, n: soft_margin_problem(params.C, n),
-        notes={"large_n": f"the default exact_max_n=2000 fits a random sample of 2000 points "
-                          f"and labels the rest by predict, up to {SAMPLED_MAX_N:,} points"},
+        notes={"large_n": f"the default exact_max_n={SVC_SAMPLE_SIZE} fits a random sample of "
+                          f"{SVC_SAMPLE_SIZE} points and labels the rest by predict, up to "
+                          f"{SAMPLED_MAX_N:,} points"},
     ),
     AlgorithmSpec(
         name="gmmc",

@@ -7,6 +7,7 @@ from sklearn.decomposition import PCA
 from sklearn.metrics import adjusted_rand_score
 
 from algorithms.metrics import clustering_error
+from algorithms.params.svc import SAMPLE_SIZE
 from tests.helpers import run_job
 
 
@@ -65,4 +66,4 @@ def test_svc_exact_complete_labeling_refuses_more_points_than_its_limit(service_
     payload = {"algorithm": {"name": "svc", "params": params}, "data": {"X": X.tolist()}}
     response = httpx.post(f"{service_url}/v1/jobs", json=payload, timeout=30.0)
     assert response.status_code == 422, response.text
-    assert "max_n=3000" in response.text and "exact_max_n=2000" in response.text
+    assert "max_n=3000" in response.text and f"exact_max_n={SAMPLE_SIZE}" in response.text
