@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         30, ge=1, description="A running job whose worker is silent this long is lost."
     )
     in_process_max_samples: int = Field(
-        500, ge=0, description="A fast-queue job on at most this many points (and 20 values per "
+        500, ge=0, description="A fast-queue job on at most this many points (and 64 values per "
                                "point) runs in its worker, without forking a work horse; 0: "
                                "every job forks.")
     worker_niceness: int = Field(
