@@ -21,8 +21,8 @@ DELIVER_EVENT = "worker.deliveries.deliver_event"
 IN_PROCESS = "in_process"
 # A job in process holds at most this many values per point on average (with
 # MMC_IN_PROCESS_MAX_SAMPLES points: 8x8 digit images), so its data and kernel stay within a few
-# MB. A forked work horse adds about 0.1 s to the first fit it runs, half of a 0.2 s fit of a few
-# hundred such points.
+# MB. A forked work horse's first fit is slower than the same fit in the warm worker, by as much
+# as such a fit takes (docs/service_performance.md, busy-neighbour).
 IN_PROCESS_VALUES_PER_POINT = 64
 
 

@@ -32,7 +32,7 @@ SCHEDULE = "schedule"
 # The default exact_max_n: above this many points the fit runs on a random sample of this size and
 # predict labels every point. The schedule solves tens to a hundred and more spheres, each O(N^2)
 # in libsvm, plus the O(N_sv^2) SV graph, so the exact fit grows quadratically with N and the
-# sample bounds it: at 2,000 points in tens of dimensions one fit took over 30 s on one core.
+# sample bounds it (the battery's longest fits, docs/battery.md).
 SAMPLE_SIZE = 1000
 
 

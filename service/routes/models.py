@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.records import iso_time
 from core.settings import Settings
-from core.stores import Stores
+from core.stores import Stores, as_json
 from service.deps import (
     AppMetrics,
     AppModelCache,
@@ -43,12 +43,6 @@ router = APIRouter(prefix="/v1/models", tags=["models"],
 
 # Rows per kernel block at predict: 1,024 x 10,000 support vectors is 80 MB of float64.
 PREDICT_BLOCK_ROWS = 1024
-
-
-def _as_list(values):
-    if isinstance(values, np.ndarray):
-        return values.tolist()
-    return [_as_list(v) for v in values]
 
 
 def _resource(info: dict, expires_in: int | None) -> dict:
@@ -170,7 +164,7 @@ def _predict(model_id: str, body: PredictRequest, model_cache: ModelCache, limit
             labels = estimator.predict(body.sequences)
         except ValueError as exc:
             raise field_error(422, "body", str(exc)) from None
-        return {"model_id": model_id, "labels": _as_list(labels), "decision_values": None}
+        return {"model_id": model_id, "labels": as_json(labels), "decision_values": None}
     if body.X is None or body.sequences is not None:
         raise field_error(422, "body.X", "this model labels points; send X")
     data = matrix_or_422(body.X, "body.X")
