@@ -41,7 +41,11 @@ from worker import memory
 
 log = logging.getLogger(__name__)
 
-PROGRESS_INTERVAL_SECONDS = 0.05
+# A fit's progress reaches the job record at most this often (its first report, the step after
+# the fit and the messages of retries are always written): each write is a round trip to Redis
+# that the fit waits for, and beside other work each waits for Redis to be scheduled; four
+# updates a second are as many as a reader of the job page follows.
+PROGRESS_INTERVAL_SECONDS = 0.25
 # After the fit: rows of decision values computed between two progress reports.
 DECISION_BLOCK = 100_000
 MAX_REPORTED_OBJECTIVES = 1000
@@ -168,20 +172,24 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
          cap: memory.MemoryCap | None) -> JobStatus:
     jobs = stores.jobs
 
-    last_write = 0.0
+    last_write = -np.inf
     # Every objective the fit reports, for the job page's history where the estimator keeps none.
     reported: list[float] = []
 
     last_step = 0
 
-    def progress(step: int, objective: float | None, message: str) -> None:
+    def progress(step: int, objective: float | None, message: str, *,
+                 always: bool = False) -> None:
+        """Record the fit's report: its objective always, and the report itself in the job
+        record (a write that also finds a canceled job) when it is the first, ``always``, or
+        ``PROGRESS_INTERVAL_SECONDS`` after the last write."""
         nonlocal last_write, last_step
         last_step = step
         if (objective is not None and np.isfinite(objective)
                 and len(reported) < MAX_REPORTED_OBJECTIVES):
             reported.append(float(objective))
         now = time.time()
-        if step > 1 and now - last_write < PROGRESS_INTERVAL_SECONDS:
+        if not always and now - last_write < PROGRESS_INTERVAL_SECONDS:
             return
         last_write = now
         update: JobProgress = {"step": int(step), "objective": objective,
@@ -190,7 +198,7 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
             raise JobCanceledError(job_id)
 
     def waiting(message: str) -> None:
-        progress(last_step, None, message)
+        progress(last_step, None, message, always=True)
 
     try:
         spec = get_spec(record["algorithm"])
@@ -224,7 +232,7 @@ def _run(stores: Stores, job_id: str, record: JobRecord, fence: str | None,
                     last_step, None, f"decision values of {done:,} of {total:,} points"))
         n_samples = len(X) if spec.input_kind == "sequences" else int(X.shape[0])
         del X  # the data is not needed past here: its memory goes before the result is built
-        progress(last_step, None, "storing the model and the result")
+        progress(last_step, None, "storing the model and the result", always=True)
         meta, arrays = estimator.to_model()
         owner = record.get("owner", "anonymous")
         model_id = with_blob_retries(lambda: stores.models.put(meta, arrays, {
