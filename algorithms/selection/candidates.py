@@ -14,7 +14,7 @@ Small k-means calls run under one thread (:mod:`algorithms.threads`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,7 +62,24 @@ def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=No
                 random_state=None, max_iter: int = 300, tol: float = 1e-4
                 ) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """``n_init`` Lloyd runs ``(inertia, labels, centres)``: from ``first_centres`` (if given)
-    and from k-means++ seeds for the rest.
+    and from k-means++ seeds for the rest (:func:`iter_kmeans_runs`, every run kept)."""
+    return list(iter_kmeans_runs(X, n_clusters, n_init=n_init, first_centres=first_centres,
+                                 random_state=random_state, max_iter=max_iter, tol=tol))
+
+
+def best_kmeans_run(X: np.ndarray, n_clusters: int, *, n_init: int, random_state=None
+                    ) -> tuple[float, np.ndarray, np.ndarray]:
+    """The run of lowest inertia (the first of equals) among the runs of :func:`kmeans_runs`,
+    holding two runs' labels at a time instead of ``n_init``: on millions of points those are
+    the largest arrays of the pool."""
+    return min(iter_kmeans_runs(X, n_clusters, n_init=n_init, random_state=random_state),
+               key=lambda run: run[0])
+
+
+def iter_kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=None,
+                     random_state=None, max_iter: int = 300, tol: float = 1e-4
+                     ) -> Iterator[tuple[float, np.ndarray, np.ndarray]]:
+    """The runs of :func:`kmeans_runs`, one after the other.
 
     Dense data run the compiled loops of :mod:`algorithms.selection.kmeans_compiled` on the
     centred data, with scikit-learn's stopping rule (squared centre shift at most ``tol`` times
@@ -72,13 +89,13 @@ def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=No
     """
     rng = check_random_state(random_state)
     if sp.issparse(X):
-        return _sparse_kmeans_runs(X, n_clusters, n_init, first_centres, rng)
+        yield from _sparse_kmeans_runs(X, n_clusters, n_init, first_centres, rng)
+        return
     plusplus_seeds, lloyd = compiled_kmeans()
     mean = X.mean(axis=0)
     X = np.ascontiguousarray(X - mean, dtype=np.float64)
     threshold = tol * float(np.mean(X.var(axis=0)))
     trials = 2 + int(np.log(n_clusters))  # candidates per centre, as scikit-learn's
-    runs = []
     for run in range(n_init):
         if run == 0 and first_centres is not None:
             centres = np.array(first_centres, dtype=np.float64) - mean
@@ -88,8 +105,7 @@ def kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centres=No
             plusplus_seeds(X, first, rng.uniform(size=(n_clusters - 1, trials)), centres)
         labels = np.empty(X.shape[0], dtype=np.int64)
         inertia = lloyd(X, centres, labels, max_iter, threshold)
-        runs.append((float(inertia), labels, centres + mean))
-    return runs
+        yield float(inertia), labels, centres + mean
 
 
 def _sparse_kmeans_runs(X: sp.spmatrix, n_clusters: int, n_init: int, first_centres,

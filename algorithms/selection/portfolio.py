@@ -40,7 +40,7 @@ from sklearn.utils import check_random_state
 
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.selection.candidates import (
-    kmeans_runs,
+    best_kmeans_run,
     nearest_centre,
     partition_key,
     spectral_partition,
@@ -115,8 +115,8 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
     sample = _portfolio_sample(X.shape[0], rng)  # the mixture's own sample
     labels = gmm_labels(X if sample is None else X[sample], n_clusters, rng.randint(2**31 - 1))
     candidates["gmm"] = _extend(X, sample, labels, n_clusters)
-    candidates["kmeans"] = min(kmeans_runs(X, n_clusters, n_init=KMEANS_INIT, random_state=rng),
-                               key=lambda run: run[0])[1]
+    candidates["kmeans"] = best_kmeans_run(X, n_clusters, n_init=KMEANS_INIT,
+                                           random_state=rng)[1]
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
             X, n_clusters, n_neighbors=neighbors, random_state=rng)
