@@ -234,7 +234,7 @@ class MMCEstimatorMixin:
             X[train], labels[train], kernel="rbf", gamma=gamma, C=PARTITION_MODEL_C)
         decision = self.partition_model_.decision_function(X)
         self.labels_ = self.partition_model_.labels_from_decision(decision).astype(np.int64)
-        self._fit_decision = (weakref.ref(X), self._decision_form(decision))
+        self._keep_fit_decision(X, self._decision_form(decision))
         if hasattr(self, "n_support_"):
             self.n_support_ = self.partition_model_.n_support
         if hasattr(self, "outliers_"):  # the adopted partition marks no point as an outlier
@@ -258,8 +258,30 @@ class MMCEstimatorMixin:
             self.__dict__.pop(name, None)
 
     # A fit that computed the decision values of every point anyway (a sampled fit labelling
-    # every point by its model) keeps them, beside a weak reference to the array it was given.
+    # every point by its model, a fit whose solver scored every point) keeps them, beside a weak
+    # reference to the array it was given.
     _fit_decision: tuple[weakref.ref, np.ndarray] | None = None
+    # The array the caller passed to fit, before any conversion (a float32 array becomes a
+    # float64 copy): the one a caller then asks the decision values of.
+    _fit_input: weakref.ref | None = None
+
+    def _note_fit_input(self, X) -> None:
+        """Remember the array ``fit`` was called with (a weak reference: the fitted estimator
+        must not keep the data alive), and forget an earlier fit's decision values and
+        partition model (the new fit labels its points by its own model until the portfolio
+        says otherwise)."""
+        self._fit_decision = None
+        self.partition_model_ = None
+        try:
+            self._fit_input = weakref.ref(X)
+        except TypeError:  # a list or another object without weak references
+            self._fit_input = None
+
+    def _keep_fit_decision(self, X, values: np.ndarray) -> None:
+        """Keep ``values``, the decision values of every row of ``X`` (the fit's array), for
+        :meth:`fit_decision_values`: they answer for the caller's array where ``X`` is its
+        converted copy."""
+        self._fit_decision = (self._fit_input or weakref.ref(X), values)
 
     def fit_decision_values(self, X, block_rows: int,
                             on_block: Callable[[int, int], None]) -> np.ndarray:
@@ -291,14 +313,15 @@ class MMCEstimatorMixin:
             label_block, X, LABEL_BLOCK_ROWS, lambda done, total: report(
                 progress, step, getattr(self, "objective_", None),
                 f"labelled {done:,} of {total:,} points with the out-of-sample model"))
-        self._fit_decision = (weakref.ref(X), decision)
+        self._keep_fit_decision(X, decision)
         self.labels_ = np.concatenate(labels)
 
     def __getstate__(self):
         # The kept decision values belong to the array in memory, not to the model. (The state
         # may be the instance's own __dict__: a copy leaves the instance as it is.)
         state = super().__getstate__()  # type: ignore[misc]
-        return {name: value for name, value in state.items() if name != "_fit_decision"}
+        return {name: value for name, value in state.items()
+                if name not in ("_fit_decision", "_fit_input")}
 
     # -- export ---------------------------------------------------------------------------------
     def _export_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -80,6 +80,7 @@ from algorithms.params.cpm3c import (
 )
 from algorithms.pca import PrincipalComponents
 from algorithms.progress import ProgressCallback, report
+from algorithms.sampling import fit_sample
 from algorithms.selection.candidates import (
     kmeans_partitions,
     partition_key,
@@ -308,6 +309,14 @@ default="wide_local_scaling"
         first QP weighs each class by its size and moves most labels away from the start. If
         every run then empties a cluster, the held phase's classifier is kept instead when it
         empties fewer. ``PAPER_SETTING`` turns it off.
+    exact_max_n : int or None, default=1_000_000
+        Largest n clustered over every point. Above it a uniform random sample of
+        ``exact_max_n`` points is clustered and every point is labelled by the paper's rule,
+        ``argmax_p w_p.x + b_p``, a block of rows at a time: the cutting planes then hold the
+        sample's Nystrom coordinates (``exact_max_n x n_landmarks``), not every point's. None:
+        always every point.
+
+        .. versionadded:: 0.2
     normalize : {"none", "l2"}, default="none"
         Row preprocessing before the kernel map: "l2" scales every point to unit norm.
     portfolio : bool, default=True
@@ -334,6 +343,11 @@ default="wide_local_scaling"
         Non-empty when every run left a cluster (nearly) empty; also a ``UserWarning``.
     gamma_ : float
         The RBF width used (0 for the linear kernel).
+    exact_ : bool
+        Whether the clustering was computed on every point; False when it was computed on a
+        sample of ``exact_max_n`` (``n_fit_samples_``) points.
+    n_fit_samples_ : int
+        Points the clustering was computed on (``exact_max_n`` for a sample, else n).
     nystrom_, kpca_ : NystromMap or None, PrincipalComponents or None
         The feature map of ``kernel="rbf"`` and the kept kernel principal directions.
 
@@ -383,6 +397,7 @@ default="wide_local_scaling"
         n_init: int = 10,
         supervised_start: bool = True,
         n_restarts: int = 1,
+        exact_max_n: int | None = 1_000_000,
         normalize: str = "none",
         portfolio: bool = True,
         random_state: int | None = None,
@@ -409,6 +424,7 @@ default="wide_local_scaling"
         self.n_init = n_init
         self.supervised_start = supervised_start
         self.n_restarts = n_restarts
+        self.exact_max_n = exact_max_n
         self.normalize = normalize
         self.portfolio = portfolio
         self.random_state = random_state
@@ -446,12 +462,17 @@ default="wide_local_scaling"
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X`` (dense or CSR); ``y`` is ignored."""
         self._params = self._validated_params()
+        self._note_fit_input(X)
         X = as_float_matrix(X, accept_sparse=True)
         X = validate_data(self, X, reset=True, accept_sparse="csr")
         self._resolve_n_clusters(X, progress)
+        rng = check_random_state(self._params.random_state)
+        sample = fit_sample(X.shape[0], self._params.exact_max_n, rng)
+        X_all, X = X, (X if sample is None else X[sample])
+        self.exact_ = sample is None
+        self.n_fit_samples_ = X.shape[0]
         given = X  # X is normalized and mapped below; copies are copies in the input
         first_rows = cache(lambda: distinct_rows(given)[0])
-        rng = check_random_state(self._params.random_state)
         if self._params.normalize == "l2":
             X = normalize_rows(X)
         first_starts = self._first_starts(given, X, rng, progress)
@@ -472,7 +493,14 @@ default="wide_local_scaling"
         self.n_iter_ = int(result.n_iter)
         self.n_cccp_iter_ = int(result.n_cccp)
         self.n_constraints_ = int(result.n_constraints)
-        self._keep_portfolio_partition(given, progress, step + 1)
+        # The scores that gave labels_ are their decision values: kept, not recomputed through
+        # the feature map.
+        decision = self._pair_form(data.scores(result.w, result.b)) if sample is None else None
+        del data, X  # the coordinates: the points beyond a sample are labelled without them
+        self._label_every_point(X_all, sample, progress, step + 1)
+        if decision is not None:
+            self._keep_fit_decision(X_all, decision)
+        self._keep_portfolio_partition(X_all, progress, step + 1)
         report(progress, step + 1, self.objective_, "done")
         return self
 
@@ -649,7 +677,8 @@ default="wide_local_scaling"
     # -- portable model ---------------------------------------------------------------------------
     def _export_state(self):
         state: dict[str, Any] = {
-            "gamma_": self.gamma_, "objective_": self.objective_, "n_iter_": self.n_iter_,
+            "gamma_": self.gamma_, "exact_": self.exact_, "n_fit_samples_": self.n_fit_samples_,
+            "objective_": self.objective_, "n_iter_": self.n_iter_,
             "n_cccp_iter_": self.n_cccp_iter_, "n_constraints_": self.n_constraints_,
             "objective_history_": self.objective_history_,
             "nystrom": None if self.nystrom_ is None else self.nystrom_.to_meta(),
@@ -671,6 +700,9 @@ default="wide_local_scaling"
         self.coef_ = np.asarray(arrays["coef_"], dtype=np.float64)
         self.intercept_ = np.asarray(arrays["intercept_"], dtype=np.float64)
         self.labels_ = np.asarray(arrays["labels_"], dtype=np.int64)
+        # Models stored before exact_max_n clustered every point.
+        self.exact_ = bool(state.get("exact_", True))
+        self.n_fit_samples_ = int(state.get("n_fit_samples_", self.labels_.size))
         self.nystrom_ = (
             None if state["nystrom"] is None else NystromMap.from_export(state["nystrom"], arrays)
         )

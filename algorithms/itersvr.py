@@ -537,6 +537,7 @@ class IterSVR(SampledFitAttributes, MMCEstimatorMixin, ClusterMixin, BaseEstimat
     def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
         """Cluster ``X``; ``y`` is ignored. ``progress(step, objective, message)`` is optional."""
         self._params = self._validated_params()
+        self._note_fit_input(X)
         X = as_float_matrix(X)
         X = validate_data(self, X, reset=True)
         self._resolve_n_clusters(X, progress)

@@ -182,6 +182,13 @@ SVC_EXACT_MAX_N = {"complete": 3_000, "other": 5_000}
 # All the points a fit that clusters a sample (``exact_max_n``) labels by its out-of-sample model
 # (timed by benchmarks/defaults.py --at-scale and benchmarks/sdp_solver.py --scale).
 SAMPLED_MAX_N = 1_000_000
+# The same for a sample's model that labels each point in a few products (iterSVR's SVM tree,
+# CPM3C's argmax of linear scores on the Nystrom coordinates): the points are labelled a block
+# of rows at a time, so a job holds its data, one block and the labels (timed, with the work
+# horse's peak memory, by benchmarks/url_dataset.py).
+LINEAR_LABELLING_MAX_N = 10_000_000
+# The most Nystrom coordinates (points x landmarks) one CPM3C fit holds: 1.2 GB as float32.
+CPM3C_MAX_COORDINATES = 300_000_000
 
 
 def _fits_exactly(limit: int) -> Callable[[AlgorithmParams], bool]:
@@ -192,6 +199,14 @@ def _fits_exactly(limit: int) -> Callable[[AlgorithmParams], bool]:
 
 def _exactly(limit: int) -> str:
     return f"fitted exactly (exact_max_n null or > {limit:,})"
+
+
+def _cpm3c_exact_max_n(params: AlgorithmParams) -> int:
+    """The most points CPM3C clusters at once: kernel="rbf" holds their n x n_landmarks dense
+    coordinates (float32 on large data, and their SVD with kpca_components)."""
+    if params.kernel == "linear":
+        return SAMPLED_MAX_N
+    return min(SAMPLED_MAX_N, CPM3C_MAX_COORDINATES // params.n_landmarks)
 
 
 _SPECS: tuple[AlgorithmSpec, ...] = (
@@ -205,9 +220,9 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhang, Tsang and Kwok 2007, Maximum margin clustering made practical (ICML)",
         labels="none",
-        # The default exact_max_n fits a sample and labels every point by its SVM
-        # tree, in linear time: a million points (timed by benchmarks/defaults.py --at-scale).
-        limits=(Limit(1_000_000),),
+        # The default exact_max_n fits a sample and labels every point by its SVM tree, in
+        # linear time and a block of rows at a time.
+        limits=(Limit(LINEAR_LABELLING_MAX_N),),
         timeout_seconds=900,
     ),
     AlgorithmSpec(
@@ -220,17 +235,24 @@ _SPECS: tuple[AlgorithmSpec, ...] = (
         ),
         paper="Zhao, Wang and Zhang 2008, Efficient multiclass maximum margin clustering (ICML)",
         labels="none",
-        # kernel="rbf" holds n x n_landmarks dense coordinates (float32 on large data, and their
-        # SVD with kpca_components): at most 3e8 entries, 1.2 GB, to bound a job's memory
-        # (timed by benchmarks/defaults.py --at-scale).
+        # A fit over every point holds, for kernel="rbf", n x n_landmarks dense coordinates: at
+        # most 3e8 entries, to bound a job's memory (timed by benchmarks/defaults.py
+        # --at-scale). The default exact_max_n clusters a sample of at most that size and labels
+        # every point by the argmax of its scores, a block of rows at a time.
         limits=(
-            Limit(1_000_000, condition="kernel='linear'", holds=lambda p: p.kernel == "linear"),
-            Limit(lambda p: min(1_000_000, 300_000_000 // p.n_landmarks),
-                  formula="min(1,000,000, 300,000,000 // n_landmarks)"),
+            Limit(_cpm3c_exact_max_n,
+                  condition="fitted exactly (exact_max_n null or > the max_n of this case)",
+                  holds=lambda p: p.exact_max_n is None or p.exact_max_n > _cpm3c_exact_max_n(p),
+                  formula="1,000,000 for kernel='linear', else "
+                          "min(1,000,000, 300,000,000 // n_landmarks)"),
+            Limit(LINEAR_LABELLING_MAX_N),
         ),
         timeout_seconds=900,
         accepts_sparse=True,
-        notes={"large_n": "kernel='rbf' allows n x n_landmarks <= 3e8"},
+        notes={"large_n": "a fit over every point allows n x n_landmarks <= 3e8 for "
+                          "kernel='rbf'; the default exact_max_n=1,000,000 clusters a sample "
+                          f"above that and labels every point, up to "
+                          f"{LINEAR_LABELLING_MAX_N:,} points"},
     ),
     AlgorithmSpec(
         name="svc",

@@ -288,14 +288,50 @@ def test_clone_and_registry_entry():
 
 
 def test_rbf_coordinates_bound_max_n_by_their_memory():
-    # kernel="rbf" stores n x n_landmarks dense coordinates: the registry keeps that product
-    # at most 3e8 (1.2 GB as float32) instead of letting a 1,000,000 x 5,000 request exhaust a
-    # worker.
+    # kernel="rbf" stores the n x n_landmarks dense coordinates of the points it clusters: the
+    # registry keeps that product at most 3e8 (1.2 GB as float32) instead of letting a
+    # 1,000,000 x 5,000 request exhaust a worker. The default clusters a sample of 1,000,000
+    # points above that size and labels up to 10,000,000.
     spec = get_spec("cpm3c")
-    assert spec.max_n_for(spec.parse_params({})) == 1_000_000
-    assert spec.max_n_for(spec.parse_params({"kernel": "rbf"})) == 1_000_000
+    assert spec.max_n_for(spec.parse_params({})) == 10_000_000
+    assert spec.max_n_for(spec.parse_params({"exact_max_n": None})) == 1_000_000
+    assert spec.max_n_for(spec.parse_params({"kernel": "linear", "exact_max_n": None})) \
+        == 1_000_000
     wide = spec.parse_params({"kernel": "rbf", "n_landmarks": 5000})
     assert spec.max_n_for(wide) * 5000 <= 300_000_000
+    sampled = spec.parse_params({"n_landmarks": 5000, "exact_max_n": 60_000})
+    assert spec.max_n_for(sampled) == 10_000_000
+
+
+def test_above_exact_max_n_a_sample_is_clustered_and_every_point_labelled_by_the_scores():
+    # The paper's rule labels the points outside the sample: argmax_p w_p.x + b_p, the same
+    # predict gives, and the labelling's decision values are the ones the worker reports.
+    X, y = make_blobs(n_samples=600, centers=[(-4, -4), (4, 4)], cluster_std=1.0,
+                      random_state=0)
+    est = CPM3C(exact_max_n=200, random_state=0).fit(X)
+    assert not est.exact_ and est.n_fit_samples_ == 200
+    np.testing.assert_array_equal(est.labels_, est.predict(X))
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    kept = est.fit_decision_values(X, 100, lambda done, total: None)
+    np.testing.assert_allclose(kept, est.decision_function(X), rtol=1e-12, atol=1e-12)
+    restored = CPM3C.from_model(*est.to_model())
+    assert not restored.exact_ and restored.n_fit_samples_ == 200
+    assert CPM3C(random_state=0).fit(X).exact_
+
+
+def test_the_scores_of_an_exact_fit_are_its_decision_values_for_the_callers_array():
+    # The cutting planes scored every point; the worker asks for the decision values of the
+    # array it passed (float32 here, converted to float64 by fit) and gets those scores, whose
+    # argmax is labels_, without a second pass through the Nystrom map.
+    X, _ = make_blobs(n_samples=300, centers=3, cluster_std=1.0, random_state=1)
+    X = X.astype(np.float32)
+    est = CPM3C(n_clusters=3, portfolio=False, random_state=0).fit(X)
+    blocks = []
+    kept = est.fit_decision_values(X, 100, lambda done, total: blocks.append(done))
+    assert blocks == [X.shape[0]]
+    np.testing.assert_array_equal(kept.argmax(axis=1), est.labels_)
+    np.testing.assert_allclose(kept, est.decision_function(X), rtol=1e-6, atol=1e-6)
+    assert est.fit_decision_values(X.copy(), 100, lambda done, total: None) is not kept
 
 
 def test_class_elimination_is_reported_not_silent(fitted_on_digits):

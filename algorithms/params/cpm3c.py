@@ -113,6 +113,12 @@ class CPM3CParams(AlgorithmParams):
             "that leaves no cluster empty is kept."
         ),
     )
+    exact_max_n: int | None = Field(
+        1_000_000, ge=2, le=100_000_000,
+        description="Largest n clustered over every point; above it, a uniform random sample of "
+        "exact_max_n points is clustered and every point is labelled by the paper's rule, the "
+        "argmax of the scores w_p.x + b_p. null: always every point.",
+    )
     normalize: Literal["none", "l2"] = Field(
         "none", description="Row preprocessing: 'l2' scales every point to unit Euclidean norm."
     )
