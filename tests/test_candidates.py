@@ -7,7 +7,14 @@ import pytest
 from algorithms.kernels import (
     resolve_gamma,
 )
-from algorithms.selection.candidates import SPECTRAL_SAMPLE_SIZE, kmeans_runs, spectral_partition
+from algorithms.selection.candidates import (
+    SPECTRAL_SAMPLE_SIZE,
+    VARIANCE_BLOCK_ROWS,
+    best_kmeans_run,
+    kmeans_runs,
+    shifted_column_variances,
+    spectral_partition,
+)
 
 
 def test_kmeans_runs_are_scikit_learns_lloyd_from_the_same_starts():
@@ -127,3 +134,23 @@ def test_spectral_partition_of_sparse_rows_links_rows_not_copies_of_an_empty_one
     dense = spectral_partition(X, 2, random_state=0)
     assert adjusted_rand_score(y, sparse) == pytest.approx(adjusted_rand_score(y, dense))
     assert adjusted_rand_score(y, sparse) >= 0.75
+
+
+@pytest.mark.parametrize("n_features", [1, 2, 8])
+def test_block_variances_equal_numpys_to_the_last_bit(n_features):
+    # k-means's stopping threshold is tol times the mean variance of the centred data: computed
+    # a block at a time (no n x d copy on millions of points), it must be numpy's own.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3 * VARIANCE_BLOCK_ROWS + 17, n_features)) * 50.0 + 1e3
+    shift = X.mean(axis=0)
+    np.testing.assert_array_equal(shifted_column_variances(X, shift), (X - shift).var(axis=0))
+
+
+def test_best_kmeans_run_is_the_lowest_inertia_run_of_the_pool():
+    X = np.random.default_rng(1).standard_normal((400, 3))
+    runs = kmeans_runs(X, 3, n_init=5, random_state=0)
+    inertia, labels, centres = best_kmeans_run(X, 3, n_init=5, random_state=0)
+    best = min(runs, key=lambda run: run[0])
+    assert inertia == best[0]
+    np.testing.assert_array_equal(labels, best[1])
+    np.testing.assert_array_equal(centres, best[2])

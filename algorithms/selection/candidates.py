@@ -14,6 +14,7 @@ Small k-means calls run under one thread (:mod:`algorithms.threads`).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -93,8 +94,11 @@ def iter_kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centr
         return
     plusplus_seeds, lloyd = compiled_kmeans()
     mean = X.mean(axis=0)
-    X = np.ascontiguousarray(X - mean, dtype=np.float64)
-    threshold = tol * float(np.mean(X.var(axis=0)))
+    if X.dtype == np.float64 and X.flags.c_contiguous:  # centred by the loops, without a copy
+        shift = mean
+    else:
+        X, shift = np.ascontiguousarray(X - mean, dtype=np.float64), np.zeros(X.shape[1])
+    threshold = tol * float(np.mean(shifted_column_variances(X, shift)))
     trials = 2 + int(np.log(n_clusters))  # candidates per centre, as scikit-learn's
     for run in range(n_init):
         if run == 0 and first_centres is not None:
@@ -102,10 +106,35 @@ def iter_kmeans_runs(X: np.ndarray, n_clusters: int, *, n_init: int, first_centr
         else:
             centres = np.empty((n_clusters, X.shape[1]))
             first = rng.randint(X.shape[0])
-            plusplus_seeds(X, first, rng.uniform(size=(n_clusters - 1, trials)), centres)
+            plusplus_seeds(X, shift, first, rng.uniform(size=(n_clusters - 1, trials)),
+                           centres)
         labels = np.empty(X.shape[0], dtype=np.int64)
-        inertia = lloyd(X, centres, labels, max_iter, threshold)
+        inertia = lloyd(X, shift, centres, labels, max_iter, threshold)
         yield float(inertia), labels, centres + mean
+
+
+# Rows of the blocks in which shifted_column_variances sums.
+VARIANCE_BLOCK_ROWS = 65_536
+
+
+def shifted_column_variances(X: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``(X - shift).var(axis=0)`` without the ``n x d`` copy ``X - shift`` (nor the variance's
+    own temporary of that size), to the last bit: numpy sums a C-ordered matrix over axis 0 row
+    after row, and so do these blocks, each continuing the running sums of the ones before
+    (one column is summed pairwise by numpy, and is computed as numpy does)."""
+    if X.shape[1] == 1 or X.shape[0] <= VARIANCE_BLOCK_ROWS:
+        return (X - shift).var(axis=0)
+
+    def column_sums(values) -> np.ndarray:
+        total = None
+        for start in range(0, X.shape[0], VARIANCE_BLOCK_ROWS):
+            block = values(X[start:start + VARIANCE_BLOCK_ROWS] - shift)
+            rows = block if total is None else np.concatenate((total[None, :], block))
+            total = np.add.reduce(rows, axis=0)
+        return total
+
+    mean = column_sums(lambda block: block) / X.shape[0]
+    return column_sums(lambda block: (block - mean) ** 2) / X.shape[0]
 
 
 def _sparse_kmeans_runs(X: sp.spmatrix, n_clusters: int, n_init: int, first_centres,
@@ -129,9 +158,9 @@ def compiled_kmeans():
     the API process, which never fits, does not pay its import)."""
     from algorithms.selection.kmeans_compiled import lloyd, plusplus_seeds
 
-    X, centres = np.array([[0.0], [1.0]]), np.empty((2, 1))
-    plusplus_seeds(X, 0, np.full((1, 2), 0.5), centres)
-    lloyd(X, centres, np.empty(2, dtype=np.int64), 1, 0.0)
+    X, shift, centres = np.array([[0.0], [1.0]]), np.zeros(1), np.empty((2, 1))
+    plusplus_seeds(X, shift, 0, np.full((1, 2), 0.5), centres)
+    lloyd(X, shift, centres, np.empty(2, dtype=np.int64), 1, 0.0)
     return plusplus_seeds, lloyd
 
 
@@ -206,11 +235,12 @@ def spectral_partition(
     """
     n = X.shape[0]
     rng = check_random_state(random_state)
-    X = centred(X)
     if n <= SPECTRAL_SAMPLE_SIZE:
-        return _spectral_labels(X, n_clusters, n_neighbors, rng)
+        return _spectral_labels(centred(X), n_clusters, n_neighbors, rng)
+    # Rows are centred as they are used (a sample, a block of rows), not all at once.
+    centre = None if sp.issparse(X) else np.asarray(X, dtype=np.float64).mean(axis=0)
     sample = np.sort(rng.choice(n, size=SPECTRAL_SAMPLE_SIZE, replace=False))
-    labels = _spectral_labels(X[sample], n_clusters, n_neighbors, rng)
+    labels = _spectral_labels(_centred_rows(X[sample], centre), n_clusters, n_neighbors, rng)
     if on_stage is not None:
         on_stage(f"every point to the cluster of its nearest of {SPECTRAL_PROTOTYPES:,} "
                  "prototypes")
@@ -219,11 +249,27 @@ def spectral_partition(
     # than a few features no tree prunes.
     prototypes = np.sort(rng.choice(SPECTRAL_SAMPLE_SIZE, size=SPECTRAL_PROTOTYPES,
                                     replace=False))
-    nearest = NearestNeighbors(n_neighbors=1).fit(X[sample[prototypes]]).kneighbors(
-        X, return_distance=False)[:, 0]
+    index = NearestNeighbors(n_neighbors=1).fit(_centred_rows(X[sample[prototypes]], centre))
+    starts = range(0, n, NEAREST_BLOCK_ROWS)[:max(1, n // NEAREST_BLOCK_ROWS)]
+    nearest = np.concatenate([
+        index.kneighbors(_centred_rows(X[start:stop], centre), return_distance=False)[:, 0]
+        for start, stop in itertools.pairwise([*starts, n])])
     result = labels[prototypes][nearest]
     result[sample] = labels
     return result
+
+
+# Rows whose nearest prototype is searched at once (the last block takes the remainder): a
+# multiple of the 256-row chunks of scikit-learn's neighbour search, and large enough for it to
+# split the rows, not the prototypes, among its threads, so that every row meets the same
+# arithmetic as in one search of all rows.
+NEAREST_BLOCK_ROWS = 65_536
+
+
+def _centred_rows(rows, centre: np.ndarray | None):
+    """Rows of the data minus the data's mean ``centre`` (None: sparse rows, left as they are),
+    as :func:`~algorithms.kernels.centred` gives them."""
+    return rows if centre is None else np.asarray(rows, dtype=np.float64) - centre
 
 
 def copies_split_the_graph(copies_of: np.ndarray, n_neighbors: int) -> bool:
