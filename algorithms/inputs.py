@@ -31,7 +31,8 @@ MIN_SPREAD = 1e-100
 
 
 def _check_magnitude(values: np.ndarray, name: str) -> None:
-    largest = float(np.abs(values).max()) if values.size else 0.0
+    # max(|max|, |min|): no array of |values| beside the data
+    largest = max(abs(float(values.max())), abs(float(values.min()))) if values.size else 0.0
     if largest > MAX_ABS_VALUE:
         raise ValueError(
             f"{name} holds values of magnitude {largest:.3g}, above {MAX_ABS_VALUE:.0e}: squared "
