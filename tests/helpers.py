@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import numpy as np
 
 from core.job_record import FINAL_STATUSES, JobStatus
 
@@ -43,6 +45,29 @@ def run_job(base_url: str, payload: dict[str, Any], timeout: float = 120.0) -> d
     response = httpx.get(f"{base_url}/v1/jobs/{job['id']}/result", timeout=30.0)
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def npy_bytes(X: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, X, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def uploaded_in_parts(base_url: str, X: np.ndarray, part_bytes: int) -> str:
+    """The dataset id of ``X`` sent through ``POST /v1/datasets/uploads`` as ``.npy`` parts of
+    at most ``part_bytes`` of array each: a matrix larger than one request body (as large as an
+    algorithm's ``max_n``), sent as a caller would."""
+    opened = httpx.post(f"{base_url}/v1/datasets/uploads", timeout=30.0)
+    assert opened.status_code == 201, opened.text
+    url = f"{base_url}{opened.headers['location']}"
+    rows = max(1, part_bytes // (X.itemsize * X.shape[1]))
+    for index, start in enumerate(range(0, X.shape[0], rows)):
+        part = httpx.put(f"{url}/parts/{index}", content=npy_bytes(X[start:start + rows]),
+                         headers={"content-type": "application/x-npy"}, timeout=60.0)
+        assert part.is_success, part.text
+    completed = httpx.post(f"{url}/complete", timeout=120.0)
+    assert completed.status_code in (200, 201), completed.text
+    return completed.json()["id"]
 
 
 def run_async(coroutine: Any) -> Any:

@@ -17,7 +17,7 @@ from redis import Redis
 from sklearn.datasets import make_blobs
 
 from tests.hardening import Deployment, SharedApi
-from tests.helpers import run_job
+from tests.helpers import run_job, uploaded_in_parts
 
 PROBLEM = "application/problem+json"
 PREDICT_ROWS = 2500
@@ -280,13 +280,10 @@ def test_predict_is_bounded_by_rows_and_evaluated_in_blocks(deployment):
 
 @functools.cache
 def uploaded_rows(url: str, n: int) -> str:
-    """The id of an uploaded n x 1 matrix."""
-    buffer = io.BytesIO()
-    np.save(buffer, np.random.default_rng(0).normal(size=(n, 1)).round(3))
-    response = httpx.post(f"{url}/v1/datasets", content=buffer.getvalue(), timeout=60,
-                          headers={"content-type": "application/x-npy"})
-    assert response.is_success, response.text
-    return response.json()["id"]
+    """The id of an uploaded n x 1 float32 matrix, sent in parts (n goes up to the largest
+    max_n)."""
+    X = np.random.default_rng(0).normal(size=(n, 1)).round(3).astype(np.float32)
+    return uploaded_in_parts(url, X, 16 * 2**20)
 
 
 def test_described_limits_are_those_of_the_default_parameters(deployment):
@@ -298,7 +295,7 @@ def test_described_limits_are_those_of_the_default_parameters(deployment):
         rng = np.random.default_rng(0)
         if algorithm["input_kind"] == "sequences":
             data = {"sequences": [[int(v) for v in rng.integers(0, 3, size=max_n + 1)]]}
-        else:  # max_n + 1 rows: up to a million, sent once as .npy rather than as JSON
+        else:  # max_n + 1 rows, sent as .npy parts rather than as JSON
             data = {"dataset_id": uploaded_rows(deployment.url, max_n + 1)}
         response = httpx.post(f"{deployment.url}/v1/jobs", timeout=60, json={
             "algorithm": {"name": name}, "data": data})

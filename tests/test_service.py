@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ from algorithms.inputs import npz_bytes_to_arrays
 from algorithms.metrics import clustering_error
 from algorithms.registry import REGISTRY, model_from_export
 from tests.conftest import TEST_MAX_BODY_BYTES
-from tests.helpers import run_job, submit_job, wait_for_job
+from tests.helpers import npy_bytes, run_job, submit_job, uploaded_in_parts, wait_for_job
 
 PROBLEM = "application/problem+json"
 
@@ -80,7 +79,7 @@ def small_model(service_url):
 
 def test_digits_3_8_job_over_http_clusters_as_in_the_paper_and_predicts(service_url, digits_3_8):
     X, y = digits_3_8
-    upload = httpx.post(f"{service_url}/v1/datasets", content=_npy_bytes(X),
+    upload = httpx.post(f"{service_url}/v1/datasets", content=npy_bytes(X),
                         headers={"content-type": "application/x-npy"})
     assert upload.status_code in (200, 201), upload.text
     dataset_id = upload.json()["id"]
@@ -156,12 +155,6 @@ def test_result_names_the_partition_kept_and_every_candidate_score(service_url):
     assert predicted.json()["labels"] == result["labels"]
 
 
-def _npy_bytes(X: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, X, allow_pickle=False)
-    return buffer.getvalue()
-
-
 # -- bad input never reaches a worker -------------------------------------------------------------
 
 
@@ -194,12 +187,10 @@ def test_invalid_job_is_a_422_problem_naming_the_field(service_url, name, mutate
 
 def test_too_many_points_is_a_422_naming_max_n(service_url):
     max_n = REGISTRY["itersvr"].max_n
-    X = np.tile(np.arange(2.0), (max_n // 2 + 1, 1)).reshape(-1, 1)[: max_n + 1]
-    upload = httpx.post(f"{service_url}/v1/datasets", content=_npy_bytes(X),
-                        headers={"content-type": "application/x-npy"})
-    assert upload.status_code in (200, 201), upload.text
+    X = np.tile(np.arange(2.0, dtype=np.float32), max_n // 2 + 1)[: max_n + 1, None]
+    dataset_id = uploaded_in_parts(service_url, X, TEST_MAX_BODY_BYTES // 2)
     response = httpx.post(f"{service_url}/v1/jobs", json={
-        "algorithm": {"name": "itersvr"}, "data": {"dataset_id": upload.json()["id"]}})
+        "algorithm": {"name": "itersvr"}, "data": {"dataset_id": dataset_id}})
     assert_problem(response, 422, f"max_n={max_n}", str(max_n + 1))
 
 
@@ -338,7 +329,7 @@ def test_dataset_uploads_are_content_addressed_across_formats(service_url):
     as_csv = httpx.post(f"{service_url}/v1/datasets", content="a,b\n1,2\n3,4.5\n5,6\n",
                         headers={"content-type": "text/csv"})
     as_npy = httpx.post(f"{service_url}/v1/datasets",
-                        files={"file": ("x.npy", _npy_bytes(X), "application/octet-stream")})
+                        files={"file": ("x.npy", npy_bytes(X), "application/octet-stream")})
     ids = {r.json()["id"] for r in (as_json, as_csv, as_npy)}
     assert len(ids) == 1, [r.text for r in (as_json, as_csv, as_npy)]
     assert {as_csv.status_code, as_npy.status_code} == {200}
@@ -359,31 +350,31 @@ def test_a_matrix_larger_than_one_body_goes_up_in_parts(service_url):
     url = f"{service_url}{path}"
     npy = {"content-type": "application/x-npy"}
     # Parts in any order, any format; sending an index again replaces it.
-    assert httpx.put(f"{url}/parts/1", content=_npy_bytes(X[10:25]), headers=npy).is_success
-    assert httpx.put(f"{url}/parts/1", content=_npy_bytes(X[10:20]), headers=npy).is_success
+    assert httpx.put(f"{url}/parts/1", content=npy_bytes(X[10:25]), headers=npy).is_success
+    assert httpx.put(f"{url}/parts/1", content=npy_bytes(X[10:20]), headers=npy).is_success
     assert_problem(httpx.post(f"{url}/complete"), 409, "missing")
     assert httpx.put(f"{url}/parts/0", json={"X": X[:10].tolist()}).is_success
-    assert_problem(httpx.put(f"{url}/parts/2", content=_npy_bytes(X[20:, :2]), headers=npy),
+    assert_problem(httpx.put(f"{url}/parts/2", content=npy_bytes(X[20:, :2]), headers=npy),
                    422, "columns")
-    state = httpx.put(f"{url}/parts/2", content=_npy_bytes(X[20:]), headers=npy).json()
+    state = httpx.put(f"{url}/parts/2", content=npy_bytes(X[20:]), headers=npy).json()
     assert (state["parts"], state["n_samples"], state["n_features"]) == ([0, 1, 2], 30, 3)
     assert httpx.get(url).json()["parts"] == [0, 1, 2]
     completed = httpx.post(f"{url}/complete")
     assert completed.status_code == 201, completed.text
     # The dataset is the rows in part order: the same content id as one upload of X.
-    whole = httpx.post(f"{service_url}/v1/datasets", content=_npy_bytes(X), headers=npy)
+    whole = httpx.post(f"{service_url}/v1/datasets", content=npy_bytes(X), headers=npy)
     assert (whole.status_code, whole.json()["id"]) == (200, completed.json()["id"])
     # A retried completion gets the same answer; no part can be added any more.
     again = httpx.post(f"{url}/complete")
     assert (again.status_code, again.json()["id"]) == (200, completed.json()["id"])
-    assert_problem(httpx.put(f"{url}/parts/3", content=_npy_bytes(X), headers=npy), 409,
+    assert_problem(httpx.put(f"{url}/parts/3", content=npy_bytes(X), headers=npy), 409,
                    "complete")
     # An empty upload cannot complete; a deleted or unknown one is a 404.
     empty = f"{service_url}{httpx.post(f'{service_url}/v1/datasets/uploads').headers['location']}"
     assert_problem(httpx.post(f"{empty}/complete"), 409, "no parts")
     assert httpx.delete(empty).status_code == 204
     assert_problem(httpx.get(empty), 404, "upload")
-    assert_problem(httpx.put(f"{empty}/parts/0", content=_npy_bytes(X), headers=npy), 404)
+    assert_problem(httpx.put(f"{empty}/parts/0", content=npy_bytes(X), headers=npy), 404)
 
 
 def test_jobs_are_listed_newest_first(service_url):
