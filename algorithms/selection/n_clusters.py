@@ -77,9 +77,9 @@ from algorithms.kernels import centred, distinct_rows, scale_gamma_of_distances,
 from algorithms.params.common import STRENGTH_THRESHOLD
 from algorithms.selection.candidates import (
     SPECTRAL_NEIGHBORS,
+    best_kmeans_run,
     copies_split_the_graph,
     graph_spectral_embedding,
-    kmeans_runs,
     knn_graph_of_distances,
     partition_key,
 )
@@ -406,8 +406,8 @@ def _spectral_partitions(D: np.ndarray, ks: Sequence[int], rng: np.random.Random
     graph = knn_graph_of_distances(D, SPECTRAL_NEIGHBORS)
     embedding = graph_spectral_embedding(graph, max(embedded), rng)
     for k in embedded:  # the best of KMEANS_INIT runs of Lloyd's iterations (scikit-learn's n_init)
-        runs = kmeans_runs(embedding[:, :k], k, n_init=KMEANS_INIT, random_state=rng)
-        partitions[k] = min(runs, key=lambda run: run[0])[1]
+        partitions[k] = best_kmeans_run(embedding[:, :k], k, n_init=KMEANS_INIT,
+                                        random_state=rng)[1]
     return partitions
 
 
