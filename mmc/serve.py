@@ -59,7 +59,7 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
     try:
         supervisor.start_all()
         say(f"API on http://{host}:{port} (console at /, docs at /docs); Ctrl-C stops everything")
-        supervisor.run(lambda: stop_requested)
+        supervisor.run(lambda: stop_requested or make_was_interrupted())
         say(f"stopping (running jobs get {grace_seconds:g} s to finish)")
     except GaveUpError as exc:
         say(str(exc))
@@ -69,6 +69,32 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         supervisor.stop_all(grace_seconds, lambda pids: settle_stopped_jobs(env, pids))
     return code
+
+
+MAKE_NAMES = ("make", "gmake")
+
+
+def make_was_interrupted(pid: int | None = None) -> bool:
+    """Whether GNU make, running us as a recipe (``make serve``), got a SIGINT.
+
+    A Ctrl-C in the terminal reaches make and us alike; a SIGINT sent to make alone does not
+    reach us, and make, which forwards only SIGTERM to its recipes, would wait for us forever.
+    While make handles a fatal signal it blocks that signal and has reset its handler to the
+    default (``fatal_error_signal`` in make's ``commands.c``): the ``SigBlk`` and ``SigCgt``
+    masks of ``/proc/<pid>/status`` show both. False outside make and where ``/proc`` is not."""
+    if pid is None:
+        if "MAKELEVEL" not in os.environ:
+            return False
+        pid = os.getppid()
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() not in MAKE_NAMES:
+            return False
+        masks = dict(line.split(":\t", 1) for line in
+                     Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+        sigint = 1 << (signal.SIGINT - 1)
+        return bool(int(masks["SigBlk"], 16) & sigint) and not int(masks["SigCgt"], 16) & sigint
+    except (OSError, KeyError, ValueError):
+        return False
 
 
 def redis_child(port: int, directory: Path, binary: str, appendfsync: str) -> Child:

@@ -162,3 +162,33 @@ def test_mmc_cluster_says_a_bad_parameter_in_one_line_the_same_locally_and_on_a_
     assert "n_cluster" in api and "errors.pydantic.dev" not in local
     assert local == f"mmc: {api}\n"
     assert remote == f"mmc: 422 Invalid request: {api}\n"
+
+
+def test_a_recipe_of_make_sees_a_sigint_sent_to_make_alone(tmp_path):
+    """``kill -INT <make's pid>`` stops ``make serve``: make forwards only SIGTERM to its
+    recipe and waits for it, so the recipe (here a loop on the check ``mmc serve`` runs) must
+    notice that make is handling a SIGINT. Before the signal the check says no."""
+    script = tmp_path / "recipe.py"
+    script.write_text(
+        "import sys, time\n"
+        "from mmc.serve import make_was_interrupted\n"
+        "assert not make_was_interrupted()\n"
+        "print('ready', flush=True)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not make_was_interrupted():\n"
+        "    if time.monotonic() > deadline:\n"
+        "        sys.exit(3)\n"
+        "    time.sleep(0.05)\n"
+        "print('interrupted', flush=True)\n")
+    (tmp_path / "Makefile").write_text(f"serve:\n\t{sys.executable} {script}\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    make = subprocess.Popen(["make", "-s", "serve"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        assert make.stdout.readline().strip() == "ready"
+        os.kill(make.pid, signal.SIGINT)
+        output = make.communicate(timeout=30)[0]
+    finally:
+        make.kill()
+    assert "interrupted" in output, output
