@@ -68,6 +68,12 @@ class Keys:
         return f"{cls.prefix}:webhooks:promoting"
 
     @classmethod
+    def webhook_delivered(cls, msg_id: str) -> str:
+        """Set once an event (its webhook-id) got a 2xx answer: a copy of its delivery job that
+        runs after that posts nothing (``worker.deliveries.deliver_event``)."""
+        return f"{cls.prefix}:webhooks:delivered:{msg_id}"
+
+    @classmethod
     def process_restarts(cls) -> str:
         """Hash of restart counts by child process of ``mmc serve`` (``GET /metrics``)."""
         return f"{cls.prefix}:supervisor:restarts"

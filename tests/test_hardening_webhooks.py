@@ -17,9 +17,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from redis import Redis
+from rq.job import Job
 from sklearn.datasets import make_blobs
 
 from core import webhooks
+from core.queues import SERIALIZER, WEBHOOK_QUEUE, get_queue
 from core.settings import Settings
 from service.app import create_app
 from tests.hardening import WEBHOOK_KEY as KEY
@@ -105,6 +107,35 @@ def test_callback_is_signed_and_retried_with_backoff_until_accepted(hooked):
     # due at x+1); the next is then due a whole second later. Two gaps together bound the
     # backoff; retries without it would come within tens of milliseconds.
     assert gaps[0] + gaps[1] >= 0.9, gaps
+
+
+def test_a_delivery_queued_again_after_the_event_was_accepted_posts_nothing(hooked):
+    """RQ's scheduler and a sweeper can both queue a due retry; the copy may run after another
+    run got the 2xx. Here the accepted delivery's RQ job is queued once more, as that race does:
+    it must finish without posting the event again."""
+    receiver = Receiver(fail_first=0)
+    try:
+        created = httpx.post(f"{hooked.url}/v1/jobs", json=payload(receiver.url, seed=1))
+        assert created.status_code == 202, created.text
+        deadline = time.monotonic() + 60
+        while not receiver.requests:
+            assert time.monotonic() < deadline, "the event was never delivered"
+            time.sleep(0.05)
+        redis = Redis.from_url(hooked.redis_url)
+        job_id = f"webhook-{created.json()['id']}-succeeded"
+        job = Job.fetch(job_id, connection=redis, serializer=SERIALIZER)
+        while job.get_status(refresh=True) != "finished":
+            assert time.monotonic() < deadline, job.get_status()
+            time.sleep(0.05)
+        get_queue(WEBHOOK_QUEUE, redis).enqueue_job(job)
+        while job.get_status(refresh=True) != "finished":
+            assert time.monotonic() < deadline, job.get_status()
+            time.sleep(0.05)
+        assert job.return_value(refresh=True) == "already_delivered"
+        time.sleep(0.3)
+    finally:
+        receiver.shutdown()
+    assert len(receiver.requests) == 1
 
 
 def test_a_tampered_body_fails_verification():

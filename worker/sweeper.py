@@ -178,8 +178,10 @@ def promote_due_deliveries(redis: Redis) -> int:
     """Webhook retries whose time has come go back on the ``webhooks`` queue. RQ's scheduler
     does this every second, but its lock outlives a SIGKILLed worker by a minute; this keeps
     deliveries moving meanwhile. Claim first: each due retry is taken by one sweeper alone, so
-    sweepers never queue one twice (RQ's scheduler, which does not claim, still may: a retry
-    queued twice is delivered twice, with one webhook-id, which at-least-once allows)."""
+    sweepers never queue one twice. RQ's scheduler, which does not claim, still may: a retry
+    queued twice runs twice, and a run after the event was answered 2xx posts nothing
+    (:func:`worker.deliveries.deliver_event`); two runs at once may both post, with one
+    webhook-id, which at-least-once delivery allows."""
     queue = get_queue(WEBHOOK_QUEUE, redis)
     claims = Keys.webhook_claims()
     claim = redis.register_script(_CLAIM_DUE)
