@@ -87,6 +87,27 @@ def test_knn_spanning_tree_joins_its_components_into_one_tree(monkeypatch):
     assert adjusted_rand_score(y, genie_partition(X, 3)) == 1.0
 
 
+def test_the_mixture_and_k_means_are_fitted_on_a_sample_and_extended_to_every_point(monkeypatch):
+    """Candidates are built on at most PORTFOLIO_SAMPLE_SIZE points: a fit on a million points
+    ran k-means' ten starts over all of them, most of the portfolio's time."""
+    monkeypatch.setattr(portfolio, "PORTFOLIO_SAMPLE_SIZE", 200)
+    seen: dict[str, int] = {}
+    for name in ("best_kmeans_run", "gmm_labels"):
+        built = getattr(portfolio, name)
+
+        def spy(X, *args, _built=built, _name=name, **kwargs):
+            seen[_name] = max(seen.get(_name, 0), X.shape[0])
+            return _built(X, *args, **kwargs)
+
+        monkeypatch.setattr(portfolio, name, spy)
+    X, y = make_blobs(n_samples=900, centers=[[0, 0], [8, 0], [0, 8]], random_state=0)
+    candidates = portfolio.candidate_partitions(X, 3, random_state=0)
+    assert seen == {"best_kmeans_run": 200, "gmm_labels": 200}
+    for name in ("kmeans", "gmm"):  # every point labelled, by its nearest cluster centre
+        assert candidates[name].shape == (900,)
+        assert adjusted_rand_score(y, candidates[name]) == 1.0
+
+
 def test_candidates_that_repeat_each_other_are_scored_once():
     labels = np.array([0, 0, 1, 1, 2, 2])
     renamed = np.array([5, 5, 3, 3, 4, 4])  # the same partition, other cluster names

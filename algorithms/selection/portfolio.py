@@ -115,8 +115,10 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
     sample = _portfolio_sample(X.shape[0], rng)  # the mixture's own sample
     labels = gmm_labels(X if sample is None else X[sample], n_clusters, rng.randint(2**31 - 1))
     candidates["gmm"] = _extend(X, sample, labels, n_clusters)
-    candidates["kmeans"] = best_kmeans_run(X, n_clusters, n_init=KMEANS_INIT,
-                                           random_state=rng)[1]
+    sample = _portfolio_sample(X.shape[0], rng)  # k-means' own sample
+    labels = best_kmeans_run(X if sample is None else X[sample], n_clusters,
+                             n_init=KMEANS_INIT, random_state=rng)[1]
+    candidates["kmeans"] = _extend(X, sample, labels, n_clusters)
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
             X, n_clusters, n_neighbors=neighbors, random_state=rng)
