@@ -330,6 +330,32 @@ def rbf_block_in_threads(X: np.ndarray, YT: np.ndarray, gamma: float, out: np.nd
     _in_bands(compiled_rbf_block(), (X,), (YT, gamma), out)
 
 
+class KernelColumns:
+    """The kernel between blocks of rows and fixed points ``Y`` (its columns): an RBF kernel
+    on dense rows of at most ``COMPILED_RBF_MAX_FEATURES`` features from the row differences
+    (:func:`compiled_rbf_block`, on every core), any other by :func:`pairwise_kernel`. Labelling
+    a million points by a kernel expansion or a Nystrom map is mostly this kernel."""
+
+    def __init__(self, Y: np.ndarray | sp.spmatrix, kernel: str, gamma: float):
+        self.Y, self.kernel, self.gamma = Y, kernel, gamma
+        self.compiled = (kernel == "rbf" and not sp.issparse(Y)
+                         and Y.shape[1] <= COMPILED_RBF_MAX_FEATURES)
+        if self.compiled:
+            self.YT = np.ascontiguousarray(np.asarray(Y).T, dtype=np.float64)  # d x m
+
+    def block(self, rows: np.ndarray | sp.spmatrix, out: np.ndarray | None = None
+              ) -> np.ndarray:
+        """``K(rows, Y)``, in ``out`` (at least ``len(rows)`` rows) where one is given and the
+        kernel is compiled."""
+        if not self.compiled or sp.issparse(rows):
+            return pairwise_kernel(rows, self.Y, kernel=self.kernel, gamma=self.gamma)
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        K = (np.empty((rows.shape[0], self.YT.shape[1])) if out is None
+             else out[:rows.shape[0]])
+        rbf_block_in_threads(rows, self.YT, self.gamma, K)
+        return K
+
+
 def rbf_segments_inside(A: np.ndarray, B: np.ndarray, t: np.ndarray, Y: np.ndarray,
                         gamma: float, weights: np.ndarray, threshold: float) -> np.ndarray:
     """Whether :func:`rbf_sums` is at least ``threshold`` at every point ``A_i + t_k (B_i -
@@ -565,20 +591,11 @@ class NystromMap:
         of the (float64) kernel block, half the memory and time of float64 ones."""
         features = np.empty((X.shape[0], self.projection.shape[1]), dtype=dtype)
         projection = self.projection.astype(dtype, copy=False)
-        compiled = (self.kernel == "rbf" and not sp.issparse(X)
-                    and X.shape[1] <= COMPILED_RBF_MAX_FEATURES)
-        if compiled:
-            X = np.ascontiguousarray(X, dtype=np.float64)
-            landmarks = np.ascontiguousarray(self.landmarks.T, dtype=np.float64)  # d x m
-            K = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), landmarks.shape[1]))
+        columns = KernelColumns(self.landmarks, self.kernel, self.gamma)
+        buffer = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), self.landmarks.shape[0]))
         for start in range(0, X.shape[0], NYSTROM_CHUNK_ROWS):
             block = X[start:start + NYSTROM_CHUNK_ROWS]
-            if compiled:
-                rows = K[:block.shape[0]]
-                rbf_block_in_threads(block, landmarks, self.gamma, rows)
-            else:
-                rows = pairwise_kernel(block, self.landmarks, kernel=self.kernel,
-                                       gamma=self.gamma)
+            rows = columns.block(block, buffer)
             features[start:start + block.shape[0]] = rows.astype(dtype, copy=False) @ projection
         return features
 

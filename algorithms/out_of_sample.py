@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from sklearn.svm import SVC
 
-from algorithms.kernels import pairwise_kernel
+from algorithms.kernels import KernelColumns, pairwise_kernel
 
 # Kernel entries evaluated at once by KernelExpansionClassifier.decision_function: bounds the
 # memory of one block (16 million float64 entries).
@@ -113,9 +113,10 @@ class KernelExpansionClassifier:
         rows = max(1, DECISION_BLOCK_ENTRIES // max(1, self.support_vectors.shape[0]))
         values = np.empty((X.shape[0], self.dual_coef.shape[1]))
         reach = np.full_like(values, np.inf)
+        columns = KernelColumns(self.support_vectors, self.kernel, self.gamma)
+        buffer = np.empty((min(rows, X.shape[0]), self.support_vectors.shape[0]))
         for start in range(0, X.shape[0], rows):
-            block = pairwise_kernel(X[start:start + rows], self.support_vectors,
-                                    kernel=self.kernel, gamma=self.gamma)
+            block = columns.block(X[start:start + rows], buffer)
             values[start:start + rows] = block @ self.dual_coef
             if self.kernel == "rbf":
                 reach[start:start + rows] = block @ np.abs(self.dual_coef)
