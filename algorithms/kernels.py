@@ -331,27 +331,27 @@ def rbf_block_in_threads(X: np.ndarray, YT: np.ndarray, gamma: float, out: np.nd
 
 
 class KernelColumns:
-    """The kernel between blocks of rows and fixed points ``Y`` (its columns): an RBF kernel
-    on dense rows of at most ``COMPILED_RBF_MAX_FEATURES`` features from the row differences
-    (:func:`compiled_rbf_block`, on every core), any other by :func:`pairwise_kernel`. Labelling
-    a million points by a kernel expansion or a Nystrom map is mostly this kernel."""
+    """The kernel between blocks of at most ``block_rows`` rows and fixed points ``Y`` (its
+    columns): an RBF kernel on dense rows of at most ``COMPILED_RBF_MAX_FEATURES`` features
+    from the row differences (:func:`compiled_rbf_block`, on every core, into one buffer that
+    every block reuses), any other by :func:`pairwise_kernel`. Labelling a million points by a
+    kernel expansion or a Nystrom map is mostly this kernel."""
 
-    def __init__(self, Y: np.ndarray | sp.spmatrix, kernel: str, gamma: float):
+    def __init__(self, Y: np.ndarray | sp.spmatrix, kernel: str, gamma: float,
+                 block_rows: int):
         self.Y, self.kernel, self.gamma = Y, kernel, gamma
         self.compiled = (kernel == "rbf" and not sp.issparse(Y)
                          and Y.shape[1] <= COMPILED_RBF_MAX_FEATURES)
         if self.compiled:
             self.YT = np.ascontiguousarray(np.asarray(Y).T, dtype=np.float64)  # d x m
+            self._buffer = np.empty((block_rows, Y.shape[0]))
 
-    def block(self, rows: np.ndarray | sp.spmatrix, out: np.ndarray | None = None
-              ) -> np.ndarray:
-        """``K(rows, Y)``, in ``out`` (at least ``len(rows)`` rows) where one is given and the
-        kernel is compiled."""
+    def block(self, rows: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """``K(rows, Y)``; a compiled block is a view of the buffer, valid until the next."""
         if not self.compiled or sp.issparse(rows):
             return pairwise_kernel(rows, self.Y, kernel=self.kernel, gamma=self.gamma)
         rows = np.ascontiguousarray(rows, dtype=np.float64)
-        K = (np.empty((rows.shape[0], self.YT.shape[1])) if out is None
-             else out[:rows.shape[0]])
+        K = self._buffer[:rows.shape[0]]
         rbf_block_in_threads(rows, self.YT, self.gamma, K)
         return K
 
@@ -591,11 +591,11 @@ class NystromMap:
         of the (float64) kernel block, half the memory and time of float64 ones."""
         features = np.empty((X.shape[0], self.projection.shape[1]), dtype=dtype)
         projection = self.projection.astype(dtype, copy=False)
-        columns = KernelColumns(self.landmarks, self.kernel, self.gamma)
-        buffer = np.empty((min(NYSTROM_CHUNK_ROWS, X.shape[0]), self.landmarks.shape[0]))
+        columns = KernelColumns(self.landmarks, self.kernel, self.gamma,
+                                min(NYSTROM_CHUNK_ROWS, X.shape[0]))
         for start in range(0, X.shape[0], NYSTROM_CHUNK_ROWS):
             block = X[start:start + NYSTROM_CHUNK_ROWS]
-            rows = columns.block(block, buffer)
+            rows = columns.block(block)
             features[start:start + block.shape[0]] = rows.astype(dtype, copy=False) @ projection
         return features
 

@@ -113,10 +113,10 @@ class KernelExpansionClassifier:
         rows = max(1, DECISION_BLOCK_ENTRIES // max(1, self.support_vectors.shape[0]))
         values = np.empty((X.shape[0], self.dual_coef.shape[1]))
         reach = np.full_like(values, np.inf)
-        columns = KernelColumns(self.support_vectors, self.kernel, self.gamma)
-        buffer = np.empty((min(rows, X.shape[0]), self.support_vectors.shape[0]))
+        columns = KernelColumns(self.support_vectors, self.kernel, self.gamma,
+                                min(rows, X.shape[0]))
         for start in range(0, X.shape[0], rows):
-            block = columns.block(X[start:start + rows], buffer)
+            block = columns.block(X[start:start + rows])
             values[start:start + rows] = block @ self.dual_coef
             if self.kernel == "rbf":
                 reach[start:start + rows] = block @ np.abs(self.dual_coef)

@@ -74,18 +74,18 @@ def serve(host: str, port: int, data_dir: str, workers_per_queue: int, api_worke
 MAKE_NAMES = ("make", "gmake")
 
 
-def make_was_interrupted(pid: int | None = None) -> bool:
+def make_was_interrupted() -> bool:
     """Whether GNU make, running us as a recipe (``make serve``), got a SIGINT.
 
     A Ctrl-C in the terminal reaches make and us alike; a SIGINT sent to make alone does not
     reach us, and make, which forwards only SIGTERM to its recipes, would wait for us forever.
     While make handles a fatal signal it blocks that signal and has reset its handler to the
     default (``fatal_error_signal`` in make's ``commands.c``): the ``SigBlk`` and ``SigCgt``
-    masks of ``/proc/<pid>/status`` show both. False outside make and where ``/proc`` is not."""
-    if pid is None:
-        if "MAKELEVEL" not in os.environ:
-            return False
-        pid = os.getppid()
+    masks of its ``/proc/<pid>/status`` show both. False outside make and where ``/proc`` is
+    not."""
+    if "MAKELEVEL" not in os.environ:
+        return False
+    pid = os.getppid()
     try:
         if Path(f"/proc/{pid}/comm").read_text().strip() not in MAKE_NAMES:
             return False

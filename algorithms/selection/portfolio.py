@@ -27,7 +27,7 @@ is measured by ``benchmarks/battery.py`` (``docs/battery.md``).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,13 +112,10 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
     for threshold in GINI_THRESHOLDS:
         labels = genie_labels_from_tree(tree, base.shape[0], n_clusters, threshold)
         candidates[f"genie_{threshold:g}"] = _extend(X, sample, labels, n_clusters)
-    sample = _portfolio_sample(X.shape[0], rng)  # the mixture's own sample
-    labels = gmm_labels(X if sample is None else X[sample], n_clusters, rng.randint(2**31 - 1))
-    candidates["gmm"] = _extend(X, sample, labels, n_clusters)
-    sample = _portfolio_sample(X.shape[0], rng)  # k-means' own sample
-    labels = best_kmeans_run(X if sample is None else X[sample], n_clusters,
-                             n_init=KMEANS_INIT, random_state=rng)[1]
-    candidates["kmeans"] = _extend(X, sample, labels, n_clusters)
+    candidates["gmm"] = _fitted_on_sample(X, n_clusters, rng, lambda part: gmm_labels(
+        part, n_clusters, rng.randint(2**31 - 1)))
+    candidates["kmeans"] = _fitted_on_sample(X, n_clusters, rng, lambda part: best_kmeans_run(
+        part, n_clusters, n_init=KMEANS_INIT, random_state=rng)[1])
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
             X, n_clusters, n_neighbors=neighbors, random_state=rng)
@@ -131,6 +128,14 @@ def _portfolio_sample(n: int, rng: np.random.RandomState) -> np.ndarray | None:
     if n <= PORTFOLIO_SAMPLE_SIZE:
         return None
     return np.sort(rng.choice(n, PORTFOLIO_SAMPLE_SIZE, replace=False))
+
+
+def _fitted_on_sample(X: np.ndarray, n_clusters: int, rng: np.random.RandomState,
+                     fit: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fit``'s partition of a sample of its own (:func:`_portfolio_sample`), extended to
+    every point (:func:`_extend`)."""
+    sample = _portfolio_sample(X.shape[0], rng)
+    return _extend(X, sample, fit(X if sample is None else X[sample]), n_clusters)
 
 
 def _extend(X: np.ndarray, sample: np.ndarray | None, labels: np.ndarray, n_clusters: int
