@@ -108,6 +108,29 @@ def test_the_mixture_and_k_means_are_fitted_on_a_sample_and_extended_to_every_po
         assert adjusted_rand_score(y, candidates[name]) == 1.0
 
 
+def test_genie_and_spectral_partitions_of_the_sample_reach_every_point_by_nearest_prototype(
+        monkeypatch):
+    """Above PORTFOLIO_SAMPLE_SIZE, Genie's and the spectral partitions are of one sample and
+    reach every other point through its nearest sampled prototype: two moons stay whole, where
+    the nearest of the two clusters' centres cuts both (ARI about 0.25)."""
+    monkeypatch.setattr(portfolio, "PORTFOLIO_SAMPLE_SIZE", 400)
+    searched: list[int] = []
+    built = portfolio.spectral_partition
+
+    def spy(X, *args, **kwargs):
+        searched.append(X.shape[0])
+        return built(X, *args, **kwargs)
+
+    monkeypatch.setattr(portfolio, "spectral_partition", spy)
+    X, y = make_moons(3000, noise=0.05, random_state=0)
+    candidates = portfolio.candidate_partitions(X, 2, random_state=0)
+    assert searched == [400, 400]  # both graphs are of the portfolio's sample
+    for name in ("genie_0.3", "spectral_10", "spectral_30"):
+        assert candidates[name].shape == (3000,)
+        assert adjusted_rand_score(y, candidates[name]) >= 0.99, name
+    assert adjusted_rand_score(y, candidates["kmeans"]) < 0.5  # the centres' extension
+
+
 def test_candidates_that_repeat_each_other_are_scored_once():
     labels = np.array([0, 0, 1, 1, 2, 2])
     renamed = np.array([5, 5, 3, 3, 4, 4])  # the same partition, other cluster names

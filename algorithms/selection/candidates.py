@@ -244,19 +244,36 @@ def spectral_partition(
     if on_stage is not None:
         on_stage(f"every point to the cluster of its nearest of {SPECTRAL_PROTOTYPES:,} "
                  "prototypes")
-    # The rest take the cluster of their nearest prototype, a uniform subset of the sample: a
-    # neighbour search among all of it costs n x SPECTRAL_SAMPLE_SIZE distances, which on more
-    # than a few features no tree prunes.
-    prototypes = np.sort(rng.choice(SPECTRAL_SAMPLE_SIZE, size=SPECTRAL_PROTOTYPES,
-                                    replace=False))
-    index = NearestNeighbors(n_neighbors=1).fit(_centred_rows(X[sample[prototypes]], centre))
-    starts = range(0, n, NEAREST_BLOCK_ROWS)[:max(1, n // NEAREST_BLOCK_ROWS)]
-    nearest = np.concatenate([
-        index.kneighbors(_centred_rows(X[start:stop], centre), return_distance=False)[:, 0]
-        for start, stop in itertools.pairwise([*starts, n])])
-    result = labels[prototypes][nearest]
-    result[sample] = labels
-    return result
+    return NearestPrototypes(X, sample, rng, centre).extend(labels)
+
+
+class NearestPrototypes:
+    """Every row of ``X`` paired with its nearest of ``SPECTRAL_PROTOTYPES`` prototypes, a
+    uniform subset of the sampled rows ``sample``, so that a partition of ``X[sample]`` labels
+    every row (:meth:`extend`); one search serves every partition of the same sample. A
+    neighbour search among all of the sample would cost ``n x sample.size`` distances, which on
+    more than a few features no tree prunes. ``centre``: the data's mean, subtracted from the
+    rows as they are searched (None for sparse rows)."""
+
+    def __init__(self, X, sample: np.ndarray, rng: np.random.RandomState,
+                 centre: np.ndarray | None):
+        self.sample = sample
+        prototypes = np.sort(rng.choice(sample.size, size=min(SPECTRAL_PROTOTYPES, sample.size),
+                                        replace=False))
+        index = NearestNeighbors(n_neighbors=1).fit(_centred_rows(X[sample[prototypes]], centre))
+        n = X.shape[0]
+        starts = range(0, n, NEAREST_BLOCK_ROWS)[:max(1, n // NEAREST_BLOCK_ROWS)]
+        nearest = np.concatenate([
+            index.kneighbors(_centred_rows(X[start:stop], centre), return_distance=False)[:, 0]
+            for start, stop in itertools.pairwise([*starts, n])])
+        self._sampled_row = prototypes[nearest]  # each row's prototype, as a row of the sample
+
+    def extend(self, labels: np.ndarray) -> np.ndarray:
+        """The labels of every row from ``labels`` of the sampled rows: a sampled row keeps its
+        own, every other row takes its nearest prototype's."""
+        result = labels[self._sampled_row]
+        result[self.sample] = labels
+        return result
 
 
 # Rows whose nearest prototype is searched at once (the last block takes the remainder): a

@@ -40,6 +40,7 @@ from sklearn.utils import check_random_state
 
 from algorithms.kernels import local_scaling_gamma, pairwise_kernel
 from algorithms.selection.candidates import (
+    NearestPrototypes,
     best_kmeans_run,
     nearest_centre,
     partition_key,
@@ -57,7 +58,8 @@ from algorithms.threads import small_problem_threads
 # that bridges gaps in sparse clusters.
 SPECTRAL_NEIGHBORS = (10, 30)
 # Candidates are built on at most this many points (a random sample beyond, every other point
-# joining the cluster of its nearest sampled point) and scored on at most SCORE_SAMPLE_SIZE.
+# joining the cluster of its nearest sampled prototype or centre, candidate_partitions) and
+# scored on at most SCORE_SAMPLE_SIZE.
 PORTFOLIO_SAMPLE_SIZE = 5000
 SCORE_SAMPLE_SIZE = 600
 # The kernel's leading eigenvectors that represent it in the SVMs of the score: they hold nearly
@@ -102,23 +104,33 @@ def candidate_partitions(X: np.ndarray, n_clusters: int, random_state=None
                          ) -> dict[str, np.ndarray]:
     """The portfolio's k-partitions of dense ``X``, by name: Genie at each of
     ``GINI_THRESHOLDS`` (one spanning tree for all), a Gaussian mixture, k-means, and the
-    spectral partition of the kNN graph at each of ``SPECTRAL_NEIGHBORS``."""
+    spectral partition of the kNN graph at each of ``SPECTRAL_NEIGHBORS``. Above
+    ``PORTFOLIO_SAMPLE_SIZE`` points Genie's and the spectral partitions are those of one
+    uniform sample, every other point joining the cluster of its nearest sampled prototype (one
+    search for all of them, :class:`~algorithms.selection.candidates.NearestPrototypes`): both
+    follow clusters of any shape, which a cluster's centre does not describe. The mixture and
+    k-means are fitted on samples of their own, every other point taking its nearest centre."""
     rng = check_random_state(random_state)
     X = np.asarray(X, dtype=np.float64)
-    candidates: dict[str, np.ndarray] = {}
     sample = _portfolio_sample(X.shape[0], rng)
     base = X if sample is None else X[sample]
+    candidates: dict[str, np.ndarray] = {}
     tree = minimum_spanning_tree(base)
     for threshold in GINI_THRESHOLDS:
-        labels = genie_labels_from_tree(tree, base.shape[0], n_clusters, threshold)
-        candidates[f"genie_{threshold:g}"] = _extend(X, sample, labels, n_clusters)
+        candidates[f"genie_{threshold:g}"] = genie_labels_from_tree(tree, base.shape[0],
+                                                                    n_clusters, threshold)
     candidates["gmm"] = _fitted_on_sample(X, n_clusters, rng, lambda part: gmm_labels(
         part, n_clusters, rng.randint(2**31 - 1)))
     candidates["kmeans"] = _fitted_on_sample(X, n_clusters, rng, lambda part: best_kmeans_run(
         part, n_clusters, n_init=KMEANS_INIT, random_state=rng)[1])
     for neighbors in SPECTRAL_NEIGHBORS:
         candidates[f"spectral_{neighbors}"] = spectral_partition(
-            X, n_clusters, n_neighbors=neighbors, random_state=rng)
+            base, n_clusters, n_neighbors=neighbors, random_state=rng)
+    if sample is not None:  # Genie's and the spectral partitions are of the sample
+        prototypes = NearestPrototypes(X, sample, rng, X.mean(axis=0))
+        for name in candidates:
+            if name not in ("gmm", "kmeans"):
+                candidates[name] = prototypes.extend(candidates[name])
     return candidates
 
 
@@ -133,13 +145,13 @@ def _portfolio_sample(n: int, rng: np.random.RandomState) -> np.ndarray | None:
 def _fitted_on_sample(X: np.ndarray, n_clusters: int, rng: np.random.RandomState,
                      fit: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """``fit``'s partition of a sample of its own (:func:`_portfolio_sample`), extended to
-    every point (:func:`_extend`)."""
+    every point by nearest centre (:func:`_extend_by_centres`)."""
     sample = _portfolio_sample(X.shape[0], rng)
-    return _extend(X, sample, fit(X if sample is None else X[sample]), n_clusters)
+    return _extend_by_centres(X, sample, fit(X if sample is None else X[sample]), n_clusters)
 
 
-def _extend(X: np.ndarray, sample: np.ndarray | None, labels: np.ndarray, n_clusters: int
-            ) -> np.ndarray:
+def _extend_by_centres(X: np.ndarray, sample: np.ndarray | None, labels: np.ndarray,
+                       n_clusters: int) -> np.ndarray:
     """Labels of a sample's partition for every point: a sampled point keeps its own, every
     other point takes that of its nearest cluster centre."""
     if sample is None:
